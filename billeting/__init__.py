@@ -1,0 +1,1 @@
+"""Billeting: a Placement-compatible control plane."""

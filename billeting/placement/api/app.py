@@ -1,0 +1,176 @@
+"""Assemble the WSGI application: routes, middleware and the outer layers.
+
+Processing order (spec 2.2), outermost first: request id → CORS → auth →
+context (401) → catch-all 500 → microversion (400/406) → body-length
+sanity → routing (404/405) → handler.
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+from dataclasses import dataclass
+
+import falcon
+from sqlalchemy import Engine
+
+from billeting.config import Settings
+from billeting.placement import errors as domain
+from billeting.placement.api import auth, microversion
+from billeting.placement.api.context import context_from_environ
+from billeting.placement.api.errors import HTTPProblem, error_document, status_for
+from billeting.placement.api.policy import Authorizer
+from billeting.placement.api.routes import load_routes
+from billeting.placement.store.tx import RetriesExhausted
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class Deps:
+    """What handlers need, built once per process."""
+
+    settings: Settings
+    engine: Engine
+    authorizer: Authorizer
+
+
+class PlacementMiddleware:
+    """Context, microversion and request sanity, before routing."""
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        env = req.env
+        req.context.deps = self.deps
+        req.context.mv = None
+        req.context.auth = context_from_environ(env, env.get(auth.REQUEST_ID_KEY) or auth.new_request_id())
+        if req.context.auth.user_id is None and not auth.is_root(env):
+            raise HTTPProblem(401, "The request you have made requires authentication.")
+        try:
+            req.context.mv = microversion.parse_header(req.get_header(microversion.HEADER))
+        except microversion.BadVersion as exc:
+            raise HTTPProblem(400, str(exc)) from None
+        except microversion.UnacceptableVersion as exc:
+            raise _VersionNotAcceptable(str(exc)) from None
+        length = env.get("CONTENT_LENGTH")
+        if length:
+            try:
+                size = int(length)
+            except ValueError:
+                raise HTTPProblem(400, "content-length header must be an integer") from None
+            if size > 0 and not env.get("CONTENT_TYPE"):
+                raise HTTPProblem(400, "content-type header required when content-length > 0")
+
+    def process_resource(self, req, resp, resource, params) -> None:
+        # Falcon matches "/resource_providers/" to "{uuid}" with an empty
+        # value; Placement routes are exact, so that is an unknown path.
+        if resource is None or any(value == "" for value in params.values()):
+            raise HTTPProblem(404, "The resource could not be found.")
+        if req.method not in resource.METHODS:
+            raise HTTPProblem(405, "The method specified is not allowed for this resource.",
+                              headers={"Allow": ", ".join(resource.METHODS)})
+
+    def process_response(self, req, resp, resource, req_succeeded) -> None:
+        version = getattr(req.context, "mv", None)
+        if version is not None:
+            resp.set_header("OpenStack-API-Version", f"placement {microversion.to_str(version)}")
+            resp.set_header("Vary", "openstack-api-version")
+
+
+class _VersionNotAcceptable(HTTPProblem):
+    def __init__(self, detail: str) -> None:
+        super().__init__(406, detail)
+
+
+def _render(req: falcon.Request, resp: falcon.Response, status: int, detail: str,
+            code: str | None, headers: dict[str, str] | None = None, extra: dict | None = None) -> None:
+    version = getattr(req.context, "mv", None)
+    send_code = code if version is not None and version >= (1, 23) else None
+    auth_ctx = getattr(req.context, "auth", None)
+    request_id = auth_ctx.request_id if auth_ctx else req.env.get(auth.REQUEST_ID_KEY)
+    resp.status = status
+    resp.content_type = "application/json"
+    resp.data = error_document(status, detail, request_id, code=send_code, extra=extra)
+    for name, value in (headers or {}).items():
+        resp.set_header(name, value)
+
+
+def _handle_placement_error(req, resp, exc: domain.PlacementError, params) -> None:
+    status = status_for(exc)
+    extra = None
+    if isinstance(exc, _VersionNotAcceptable):
+        extra = {"max_version": microversion.to_str(microversion.MAX_VERSION),
+                 "min_version": microversion.to_str(microversion.MIN_VERSION)}
+        _render(req, resp, status, exc.detail, None, extra=extra)
+        return
+    headers = exc.headers if isinstance(exc, HTTPProblem) else None
+    _render(req, resp, status, exc.detail, exc.code, headers)
+
+
+def _handle_retries_exhausted(req, resp, exc: RetriesExhausted, params) -> None:
+    _render(req, resp, 409,
+            f"Inventory and/or allocations changed while attempting to allocate: {exc.reason}",
+            domain.CONCURRENT_UPDATE)
+
+
+def _handle_falcon_error(req, resp, exc: falcon.HTTPError, params) -> None:
+    if isinstance(exc, falcon.HTTPNotFound) or exc.status_code == 404:
+        detail = "The resource could not be found."
+    elif exc.status_code == 405:
+        detail = "The method specified is not allowed for this resource."
+    else:
+        detail = exc.description or exc.title or "Error"
+    _render(req, resp, exc.status_code, detail, domain.UNDEFINED, dict(exc.headers or {}))
+
+
+def _handle_unexpected(req, resp, exc: Exception, params) -> None:
+    LOG.error("unexpected error handling %s %s\n%s", req.method, req.path, traceback.format_exc())
+    _render(req, resp, 500, "An unexpected error prevented the server from fulfilling your request.",
+            domain.UNDEFINED)
+
+
+def make_falcon_app(deps: Deps) -> falcon.App:
+    app = falcon.App(middleware=[PlacementMiddleware(deps)], cors_enable=False)
+    app.req_options.keep_blank_qs_values = True
+    app.req_options.auto_parse_form_urlencoded = False
+    app.req_options.strip_url_path_trailing_slash = False
+    app.resp_options.default_media_type = "application/json"
+    routes, _missing = load_routes()
+    for path, resource_cls in routes:
+        app.add_route(path, resource_cls(deps))
+    # Registration order matters: Falcon picks the most specific handler.
+    app.add_error_handler(Exception, _handle_unexpected)
+    app.add_error_handler(falcon.HTTPError, _handle_falcon_error)
+    app.add_error_handler(domain.PlacementError, _handle_placement_error)
+    app.add_error_handler(RetriesExhausted, _handle_retries_exhausted)
+    return app
+
+
+class _RootPathFix:
+    """Serve the version document for the bare mount point (empty PATH_INFO)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if not environ.get("PATH_INFO"):
+            environ["PATH_INFO"] = "/"
+        return self.app(environ, start_response)
+
+
+def make_app(settings: Settings, engine: Engine):
+    """The full WSGI stack for ``settings``."""
+    deps = Deps(settings=settings, engine=engine,
+                authorizer=Authorizer(policy_file=settings.policy_file, legacy=settings.legacy_policy))
+    wsgi = make_falcon_app(deps)
+    if settings.auth == "keystone":
+        wsgi = auth.keystone_middleware(wsgi, settings.config_file)
+    else:
+        wsgi = auth.NoAuth2Middleware(wsgi)
+    wsgi = _RootPathFix(wsgi)
+    if settings.cors_origins:
+        from billeting.placement.api.cors import cors_middleware
+
+        wsgi = cors_middleware(wsgi, settings.cors_origins, settings.cors_allow_headers)
+    return auth.RequestIdMiddleware(wsgi)

@@ -1,0 +1,57 @@
+"""The Placement error document and the domain-exception → HTTP mapping (spec 2.5)."""
+from __future__ import annotations
+
+from http import HTTPStatus
+
+import orjson
+
+from billeting.placement import errors as domain
+
+
+class HTTPProblem(domain.PlacementError):
+    """An error that only exists at the HTTP layer (403, 405, 406, 415 ...)."""
+
+    def __init__(self, status: int, detail: str, *, code: str | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(detail, code=code)
+        self.status = status
+        self.headers = headers or {}
+
+
+def status_for(exc: domain.PlacementError) -> int:
+    if isinstance(exc, HTTPProblem):
+        return exc.status
+    if isinstance(exc, domain.NotFound):
+        return 404
+    if isinstance(exc, domain.Conflict):
+        return 409
+    return 400
+
+
+def title(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def error_document(status: int, detail: str, request_id: str | None, *,
+                   code: str | None, extra: dict | None = None) -> bytes:
+    """One-element ``errors`` list; ``code`` only when the caller passes one
+    (i.e. a microversion ≥ 1.23 was negotiated)."""
+    err: dict = {"status": status, "title": title(status), "detail": detail}
+    if code is not None:
+        err["code"] = code
+    if request_id:
+        err["request_id"] = request_id
+    if extra:
+        err.update(extra)
+    return orjson.dumps({"errors": [err]})
+
+
+def bad_request(detail: str, code: str | None = None) -> HTTPProblem:
+    return HTTPProblem(400, detail, code=code)
+
+
+def not_found(detail: str = "The resource could not be found.") -> HTTPProblem:
+    return HTTPProblem(404, detail)

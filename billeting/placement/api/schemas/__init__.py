@@ -1,0 +1,1 @@
+"""JSON schemas for request bodies, one module per resource, by microversion."""

@@ -1,0 +1,205 @@
+"""Helpers every handler uses: version gates, body and query parsing, response shaping."""
+from __future__ import annotations
+
+import datetime as dt
+import uuid as uuidlib
+from email.utils import format_datetime
+from functools import lru_cache
+from urllib.parse import parse_qsl
+
+import falcon
+import jsonschema
+import orjson
+from jsonschema.exceptions import best_match
+
+from billeting.placement.api.context import RequestContext
+from billeting.placement.api.errors import HTTPProblem
+
+JSON = "application/json"
+MAX_BODY_BYTES = 16 * 1024 * 1024
+
+
+# --- microversion ---------------------------------------------------------
+
+def mv(req: falcon.Request) -> tuple[int, int]:
+    return req.context.mv
+
+
+def require_version(req: falcon.Request, minimum: tuple[int, int], *, status: int = 404) -> None:
+    """Answer as if the route did not exist when the version is too old."""
+    if req.context.mv < minimum:
+        if status == 405:
+            raise HTTPProblem(405, "The method specified is not allowed for this resource.")
+        raise HTTPProblem(404, "The resource could not be found.")
+
+
+def ctx(req: falcon.Request) -> RequestContext:
+    return req.context.auth
+
+
+def authorize(req: falcon.Request, rule: str, target: dict | None = None) -> None:
+    req.context.deps.authorizer.authorize(req.context.auth, rule, target)
+
+
+# --- UUIDs ----------------------------------------------------------------
+
+def is_uuid_like(value: object) -> bool:
+    """Anything ``uuid.UUID()`` accepts once urn:/uuid:/braces/dashes are stripped."""
+    if not isinstance(value, str):
+        return False
+    text = value.strip().lower()
+    for prefix in ("urn:", "uuid:"):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    text = text.strip("{}").replace("-", "")
+    if len(text) != 32:
+        return False
+    try:
+        uuidlib.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def normalize_uuid(value: str) -> str:
+    text = value.strip().lower()
+    for prefix in ("urn:", "uuid:"):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return str(uuidlib.UUID(text.strip("{}").replace("-", "")))
+
+
+_FORMATS = jsonschema.FormatChecker(formats=())
+
+
+@_FORMATS.checks("uuid")
+def _check_uuid(value: object) -> bool:
+    return not isinstance(value, str) or is_uuid_like(value)
+
+
+@lru_cache(maxsize=None)
+def _validator(schema_key: int, schema_json: bytes) -> jsonschema.protocols.Validator:
+    schema = orjson.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft4Validator)
+    return cls(schema, format_checker=_FORMATS)
+
+
+def validator_for(schema: dict) -> jsonschema.protocols.Validator:
+    blob = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    return _validator(hash(blob), blob)
+
+
+def validate(data: object, schema: dict, *, prefix: str = "JSON does not validate: ") -> None:
+    error = best_match(validator_for(schema).iter_errors(data))
+    if error is not None:
+        raise HTTPProblem(400, f"{prefix}{error}")
+
+
+# --- request bodies -------------------------------------------------------
+
+def require_json_content(req: falcon.Request) -> None:
+    content_type = req.content_type
+    media = content_type.split(";")[0].strip().lower() if content_type else None
+    if media != JSON:
+        raise HTTPProblem(415, f"The media type {media} is not supported, use application/json")
+
+
+def require_accept_json(req: falcon.Request) -> None:
+    accept = req.get_header("Accept")
+    if accept and not (req.client_accepts(JSON)):
+        raise HTTPProblem(406, "Only application/json is provided")
+
+
+def read_json(req: falcon.Request, schema: dict | None = None) -> object:
+    """Parse the body as JSON and validate it against ``schema``."""
+    raw = req.bounded_stream.read(MAX_BODY_BYTES + 1)
+    if len(raw) > MAX_BODY_BYTES:
+        raise HTTPProblem(400, f"Request body is larger than {MAX_BODY_BYTES} bytes.")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise HTTPProblem(400, f"Malformed JSON: {exc}") from None
+    if schema is not None:
+        validate(data, schema)
+    return data
+
+
+# --- query strings --------------------------------------------------------
+
+def query_pairs(req: falcon.Request) -> list[tuple[str, str]]:
+    """Ordered (key, value) pairs, blank values kept; undecodable → 400."""
+    qs = req.query_string
+    if not qs:
+        return []
+    try:
+        return parse_qsl(qs, keep_blank_values=True, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise HTTPProblem(400, "Invalid query string parameters: the query string is not valid UTF-8.") from None
+
+
+def query_last(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """Each key's last value (the rule for non-repeatable parameters)."""
+    return dict(pairs)
+
+
+def query_all(pairs: list[tuple[str, str]], key: str) -> list[str]:
+    return [v for k, v in pairs if k == key]
+
+
+def check_query_keys(pairs: list[tuple[str, str]], allowed: set[str] | frozenset[str]) -> None:
+    unknown = sorted({k for k, _ in pairs if k not in allowed})
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        raise HTTPProblem(
+            400,
+            f"Invalid query string parameters: Additional properties are not allowed "
+            f"({names} {'was' if len(unknown) == 1 else 'were'} unexpected)")
+
+
+# --- responses ------------------------------------------------------------
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def http_date(when: dt.datetime | None) -> str:
+    when = when or utcnow()
+    return format_datetime(when.replace(tzinfo=dt.UTC), usegmt=True)
+
+
+def send_json(req: falcon.Request, resp: falcon.Response, body: object, *,
+              status: int = 200, last_modified: dt.datetime | None = None,
+              cache_headers: bool = True) -> None:
+    resp.status = status
+    resp.content_type = JSON
+    resp.data = orjson.dumps(body)
+    if cache_headers:
+        set_cache_headers(req, resp, last_modified)
+
+
+def set_cache_headers(req: falcon.Request, resp: falcon.Response,
+                      last_modified: dt.datetime | None) -> None:
+    if req.context.mv >= (1, 15):
+        resp.set_header("Cache-Control", "no-cache")
+        resp.set_header("Last-Modified", http_date(last_modified))
+
+
+def send_empty(resp: falcon.Response, status: int = 204) -> None:
+    resp.status = status
+    resp.data = b""
+    resp.content_type = None
+
+
+def newest(*stamps: dt.datetime | None) -> dt.datetime | None:
+    present = [s for s in stamps if s is not None]
+    return max(present) if present else None
+
+
+def href(req: falcon.Request, path: str) -> str:
+    """A link relative to the host, including the mount prefix."""
+    return f"{req.root_path or ''}{path}"
+
+
+def location(req: falcon.Request, path: str) -> str:
+    """An absolute URL for the ``Location`` header."""
+    return f"{req.prefix}{path}"

@@ -1,0 +1,40 @@
+"""Name ↔ id lookups for resource classes and traits, one query per batch."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlalchemy import Connection, select
+
+from billeting.placement.store import tables as t
+
+
+def rc_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
+    """Ids of the named resource classes that exist (unknown names are absent)."""
+    names = set(names)
+    if not names:
+        return {}
+    rows = conn.execute(select(t.resource_classes.c.name, t.resource_classes.c.id)
+                        .where(t.resource_classes.c.name.in_(names)))
+    return {row.name: row.id for row in rows}
+
+
+def rc_names(conn: Connection, ids: Iterable[int] | None = None) -> dict[int, str]:
+    query = select(t.resource_classes.c.id, t.resource_classes.c.name)
+    if ids is not None:
+        ids = set(ids)
+        if not ids:
+            return {}
+        query = query.where(t.resource_classes.c.id.in_(ids))
+    return {row.id: row.name for row in conn.execute(query)}
+
+
+def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
+    names = set(names)
+    if not names:
+        return {}
+    rows = conn.execute(select(t.traits.c.name, t.traits.c.id).where(t.traits.c.name.in_(names)))
+    return {row.name: row.id for row in rows}
+
+
+def missing(names: Iterable[str], found: dict[str, int]) -> list[str]:
+    return sorted(set(names) - found.keys())

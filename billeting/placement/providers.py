@@ -1,0 +1,315 @@
+"""Resource providers: lookup, listing with filters, create, update, delete, generations."""
+from __future__ import annotations
+
+import datetime as dt
+import uuid as uuidlib
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, and_, exists, func, select, update
+from sqlalchemy.orm import aliased
+
+from billeting.placement import errors
+from billeting.placement.store import tables as t
+
+_parent = aliased(t.resource_providers, name="parent")
+_root = aliased(t.resource_providers, name="root")
+_rp = t.resource_providers
+
+UNSET = object()  # "field omitted from the request", distinct from None
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+@dataclass(slots=True)
+class Provider:
+    id: int
+    uuid: str
+    name: str
+    generation: int
+    parent_provider_uuid: str | None
+    root_provider_uuid: str
+    root_provider_id: int
+    parent_provider_id: int | None
+    created_at: dt.datetime | None
+    updated_at: dt.datetime | None
+
+    @property
+    def last_modified(self) -> dt.datetime | None:
+        return self.updated_at or self.created_at
+
+
+@dataclass(slots=True)
+class MemberOf:
+    """Aggregate filter: every ``required`` set must be hit; nothing in ``forbidden``."""
+
+    required: list[set[str]] = field(default_factory=list)
+    forbidden: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class TraitFilter:
+    """Every ``required`` any-of set must be hit (by id); nothing in ``forbidden``."""
+
+    required: list[set[int]] = field(default_factory=list)
+    forbidden: set[int] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class ProviderFilters:
+    name: str | None = None
+    uuid: str | None = None
+    member_of: MemberOf | None = None
+    in_tree: str | None = None
+    traits: TraitFilter | None = None
+    # resource class id → amount; each provider must fit all of them by itself
+    resources: dict[int, int] | None = None
+
+
+def _select():
+    return (
+        select(
+            _rp.c.id, _rp.c.uuid, _rp.c.name, _rp.c.generation,
+            _parent.c.uuid.label("parent_uuid"), _root.c.uuid.label("root_uuid"),
+            _rp.c.root_provider_id, _rp.c.parent_provider_id,
+            _rp.c.created_at, _rp.c.updated_at,
+        )
+        .select_from(_rp)
+        .outerjoin(_parent, _parent.c.id == _rp.c.parent_provider_id)
+        .outerjoin(_root, _root.c.id == _rp.c.root_provider_id)
+    )
+
+
+def _from_row(row) -> Provider:
+    return Provider(
+        id=row.id, uuid=row.uuid, name=row.name, generation=row.generation,
+        parent_provider_uuid=row.parent_uuid, root_provider_uuid=row.root_uuid or row.uuid,
+        root_provider_id=row.root_provider_id or row.id, parent_provider_id=row.parent_provider_id,
+        created_at=row.created_at, updated_at=row.updated_at,
+    )
+
+
+def get(conn: Connection, uuid: str, *, for_update: bool = False) -> Provider | None:
+    query = _select().where(_rp.c.uuid == uuid)
+    row = conn.execute(query).first()
+    return _from_row(row) if row else None
+
+
+def get_many(conn: Connection, uuids: list[str]) -> dict[str, Provider]:
+    if not uuids:
+        return {}
+    rows = conn.execute(_select().where(_rp.c.uuid.in_(set(uuids))))
+    return {p.uuid: p for p in map(_from_row, rows)}
+
+
+def require(conn: Connection, uuid: str, message: str | None = None) -> Provider:
+    provider = get(conn, uuid)
+    if provider is None:
+        raise errors.NotFound(message or f"No resource provider with uuid {uuid} found")
+    return provider
+
+
+def aggregate_member_clause(rp_id_col, aggregate_uuids: set[str]):
+    """``rp_id_col`` is directly associated with one of ``aggregate_uuids``."""
+    return rp_id_col.in_(
+        select(t.resource_provider_aggregates.c.resource_provider_id)
+        .join(t.placement_aggregates,
+              t.placement_aggregates.c.id == t.resource_provider_aggregates.c.aggregate_id)
+        .where(t.placement_aggregates.c.uuid.in_(aggregate_uuids)))
+
+
+def trait_member_clause(rp_id_col, trait_ids: set[int]):
+    return rp_id_col.in_(
+        select(t.resource_provider_traits.c.resource_provider_id)
+        .where(t.resource_provider_traits.c.trait_id.in_(trait_ids)))
+
+
+def usage_subquery():
+    """Per (provider, class) sum of allocations."""
+    a = t.allocations
+    return (select(a.c.resource_provider_id, a.c.resource_class_id,
+                   func.sum(a.c.used).label("used"))
+            .group_by(a.c.resource_provider_id, a.c.resource_class_id)
+            .subquery("usage"))
+
+
+def capacity_clause(rp_id_col, rc_id: int, amount: int):
+    """The admission test of spec 1.2 for ``amount`` of class ``rc_id``."""
+    inv = t.inventories
+    usage = usage_subquery()
+    return exists(
+        select(inv.c.id)
+        .select_from(inv.outerjoin(usage, and_(
+            usage.c.resource_provider_id == inv.c.resource_provider_id,
+            usage.c.resource_class_id == inv.c.resource_class_id)))
+        .where(
+            inv.c.resource_provider_id == rp_id_col,
+            inv.c.resource_class_id == rc_id,
+            inv.c.min_unit <= amount,
+            inv.c.max_unit >= amount,
+            (amount % inv.c.step_size) == 0,
+            func.coalesce(usage.c.used, 0) + amount
+            <= (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio,
+        ))
+
+
+def list_providers(conn: Connection, filters: ProviderFilters) -> list[Provider]:
+    query = _select()
+    if filters.name is not None:
+        query = query.where(_rp.c.name == filters.name)
+    if filters.uuid is not None:
+        query = query.where(_rp.c.uuid == filters.uuid)
+    if filters.in_tree is not None:
+        root_of = select(t.resource_providers.c.root_provider_id).where(
+            t.resource_providers.c.uuid == filters.in_tree).scalar_subquery()
+        query = query.where(_rp.c.root_provider_id == root_of)
+    if filters.member_of is not None:
+        for any_of in filters.member_of.required:
+            query = query.where(aggregate_member_clause(_rp.c.id, any_of))
+        if filters.member_of.forbidden:
+            query = query.where(~aggregate_member_clause(_rp.c.id, filters.member_of.forbidden))
+    if filters.traits is not None:
+        for any_of in filters.traits.required:
+            query = query.where(trait_member_clause(_rp.c.id, any_of))
+        if filters.traits.forbidden:
+            query = query.where(~trait_member_clause(_rp.c.id, filters.traits.forbidden))
+    for rc_id, amount in (filters.resources or {}).items():
+        query = query.where(capacity_clause(_rp.c.id, rc_id, amount))
+    return [_from_row(row) for row in conn.execute(query.order_by(_rp.c.id))]
+
+
+def create(conn: Connection, *, name: str, uuid: str | None,
+           parent_uuid: str | None) -> Provider:
+    uuid = uuid or str(uuidlib.uuid4())
+    failure = f'Unable to create resource provider "{name}", {uuid}: Object action create failed because: '
+    if parent_uuid is not None and parent_uuid == uuid:
+        raise errors.InvalidInput(
+            failure + "parent provider UUID cannot be same as UUID. "
+            "Please set parent provider UUID to None if there is no parent.")
+    clashes = []
+    existing = conn.execute(select(_rp.c.name, _rp.c.uuid).where(
+        (_rp.c.name == name) | (_rp.c.uuid == uuid))).all()
+    if any(row.name == name for row in existing):
+        clashes.append(f"Conflicting resource provider name: {name} already exists.")
+    if any(row.uuid == uuid for row in existing):
+        clashes.append(f"Conflicting resource provider uuid: {uuid} already exists.")
+    if clashes:
+        raise errors.Conflict(", ".join(clashes), code=errors.DUPLICATE_NAME)
+    parent = None
+    if parent_uuid is not None:
+        parent = get(conn, parent_uuid)
+        if parent is None:
+            raise errors.InvalidInput(failure + "parent provider UUID does not exist.")
+    now = utcnow()
+    new_id = conn.execute(t.resource_providers.insert().values(
+        uuid=uuid, name=name, generation=0,
+        parent_provider_id=parent.id if parent else None,
+        root_provider_id=parent.root_provider_id if parent else None,
+        created_at=now, updated_at=None,
+    )).inserted_primary_key[0]
+    if parent is None:
+        conn.execute(update(_rp).where(_rp.c.id == new_id).values(root_provider_id=new_id))
+    return require(conn, uuid)
+
+
+def descendant_ids(conn: Connection, provider: Provider) -> set[int]:
+    """Ids of every provider below ``provider`` (not including it)."""
+    rows = conn.execute(select(_rp.c.id, _rp.c.parent_provider_id).where(
+        _rp.c.root_provider_id == provider.root_provider_id)).all()
+    children: dict[int, list[int]] = {}
+    for row in rows:
+        if row.parent_provider_id is not None:
+            children.setdefault(row.parent_provider_id, []).append(row.id)
+    found: set[int] = set()
+    stack = [provider.id]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def update_provider(conn: Connection, provider: Provider, *, name: str,
+                    parent_uuid: object = UNSET, allow_reparent: bool = False) -> Provider:
+    """Rename and/or re-parent. Neither changes the generation (spec 1.10)."""
+    failure = (f"Unable to save resource provider {provider.uuid}: "
+               "Object action update failed because: ")
+    values: dict = {}
+    if name != provider.name:
+        taken = conn.execute(select(_rp.c.id).where(_rp.c.name == name, _rp.c.id != provider.id)).first()
+        if taken:
+            raise errors.Conflict(f"Conflicting resource provider {name} already exists.",
+                                  code=errors.DUPLICATE_NAME)
+        values["name"] = name
+    new_root_id = None
+    if parent_uuid is not UNSET and parent_uuid != provider.parent_provider_uuid:
+        if parent_uuid is None:
+            if not allow_reparent:
+                raise errors.InvalidInput(failure + "un-parenting a provider is not currently allowed.")
+            values["parent_provider_id"] = None
+            new_root_id = provider.id
+        else:
+            parent = get(conn, parent_uuid)
+            if parent is None:
+                raise errors.InvalidInput(failure + "parent provider UUID does not exist.")
+            if provider.parent_provider_uuid is not None and not allow_reparent:
+                raise errors.InvalidInput(failure + "re-parenting a provider is not currently allowed.")
+            if parent.id == provider.id or parent.id in descendant_ids(conn, provider):
+                raise errors.InvalidInput(failure + "creating loop in the provider tree is not allowed.")
+            values["parent_provider_id"] = parent.id
+            new_root_id = parent.root_provider_id
+    if new_root_id is not None and new_root_id != provider.root_provider_id:
+        subtree = descendant_ids(conn, provider) | {provider.id}
+        conn.execute(update(_rp).where(_rp.c.id.in_(subtree)).values(root_provider_id=new_root_id))
+    if values:
+        values["updated_at"] = utcnow()
+        conn.execute(update(_rp).where(_rp.c.id == provider.id).values(**values))
+    return require(conn, provider.uuid)
+
+
+def delete_provider(conn: Connection, uuid: str) -> None:
+    provider = get(conn, uuid)
+    if provider is None:
+        raise errors.NotFound(f"No resource provider with uuid {uuid} found for delete")
+    has_child = conn.execute(select(_rp.c.id).where(_rp.c.parent_provider_id == provider.id).limit(1)).first()
+    if has_child:
+        raise errors.Conflict(
+            f"Unable to delete parent resource provider {uuid}: It has child resource providers.",
+            code=errors.PROVIDER_CANNOT_DELETE_PARENT)
+    in_use = conn.execute(select(t.allocations.c.id).where(
+        t.allocations.c.resource_provider_id == provider.id).limit(1)).first()
+    if in_use:
+        raise errors.Conflict(
+            f"Unable to delete resource provider {uuid}: Resource provider has allocations.",
+            code=errors.PROVIDER_INUSE)
+    for table in (t.inventories, t.resource_provider_traits, t.resource_provider_aggregates):
+        conn.execute(table.delete().where(table.c.resource_provider_id == provider.id))
+    # A root references itself; clear that before the row goes.
+    conn.execute(update(_rp).where(_rp.c.id == provider.id).values(root_provider_id=None))
+    conn.execute(_rp.delete().where(_rp.c.id == provider.id))
+
+
+def bump_generation(conn: Connection, provider_id: int, seen: int) -> int:
+    """Compare-and-set the generation; ``ConcurrentUpdate`` if somebody else won."""
+    result = conn.execute(
+        update(_rp).where(_rp.c.id == provider_id, _rp.c.generation == seen)
+        .values(generation=seen + 1, updated_at=utcnow()))
+    if result.rowcount != 1:
+        raise errors.ConcurrentUpdate(
+            "resource provider generation conflict: another process changed the provider. "
+            "Please retry your request.")
+    return seen + 1
+
+
+def check_generation(provider: Provider, given: int) -> None:
+    """The client's generation must match the stored one (409 otherwise)."""
+    if provider.generation != given:
+        raise errors.ConcurrentUpdate(
+            f"resource provider generation conflict for provider {provider.uuid}: "
+            f"actual: {provider.generation}, given: {given}")
+
+
+def has_nested_providers(conn: Connection) -> bool:
+    return conn.execute(select(_rp.c.id).where(_rp.c.parent_provider_id.is_not(None)).limit(1)).first() is not None

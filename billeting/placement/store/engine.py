@@ -1,0 +1,72 @@
+"""Engine creation with the per-backend settings Billeting relies on."""
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+
+SUPPORTED_DRIVERS = ("sqlite", "postgresql+psycopg", "mysql+pymysql")
+
+
+class UnsupportedDatabase(ValueError):
+    pass
+
+
+def normalize_url(url: str) -> str:
+    """Accept the short spellings and map them onto the drivers we ship."""
+    parsed = make_url(url)
+    driver = parsed.drivername
+    if driver in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif driver == "mysql":
+        parsed = parsed.set(drivername="mysql+pymysql")
+    elif driver == "sqlite+pysqlite":
+        parsed = parsed.set(drivername="sqlite")
+    if parsed.drivername not in SUPPORTED_DRIVERS:
+        raise UnsupportedDatabase(
+            f"unsupported database driver {parsed.drivername!r}; use one of "
+            + ", ".join(f"{d}://" for d in SUPPORTED_DRIVERS)
+        )
+    if parsed.drivername == "mysql+pymysql" and "charset" not in parsed.query:
+        parsed = parsed.update_query_dict({"charset": "utf8mb4"})
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str, *, pool_size: int = 10) -> Engine:
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        return _sqlite_engine(url)
+    kwargs: dict = {"pool_pre_ping": True, "pool_size": pool_size, "max_overflow": 20}
+    if url.startswith("mysql"):
+        # READ COMMITTED keeps every statement on fresh data, like PostgreSQL's
+        # default; the generation compare-and-set provides the serialization.
+        kwargs["isolation_level"] = "READ COMMITTED"
+        kwargs["pool_recycle"] = 3600
+    return create_engine(url, **kwargs)
+
+
+def _sqlite_engine(url: str) -> Engine:
+    engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        # Let us issue BEGIN ourselves, so writers can take the lock up front.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        if ":memory:" not in url and url != "sqlite://":
+            cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        # A write transaction starts with BEGIN IMMEDIATE: SQLite then
+        # serializes writers at BEGIN instead of failing one of them with
+        # "database is locked" when it upgrades from a read lock.
+        if conn.get_execution_options().get("billeting_write"):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("BEGIN")
+
+    return engine

@@ -1,0 +1,200 @@
+"""SQLAlchemy Core table definitions: the single source of the schema.
+
+Alembic migrations create exactly these tables; tests compare the two.
+Internal integer ids never leave the service. MySQL tables use a binary
+collation so names compare case-sensitively, as they do on the other
+backends.
+"""
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    UniqueConstraint,
+)
+
+NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+
+metadata = MetaData(naming_convention=NAMING)
+
+# Custom resource classes are numbered from here; standard ones use their
+# index in os_resource_classes.STANDARDS.
+CUSTOM_RC_START_ID = 10000
+
+
+def _timestamps() -> list[Column]:
+    return [Column("created_at", DateTime), Column("updated_at", DateTime)]
+
+
+resource_providers = Table(
+    "resource_providers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", String(36), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("generation", Integer, nullable=False, default=0),
+    Column("root_provider_id", Integer, ForeignKey("resource_providers.id"), nullable=True),
+    Column("parent_provider_id", Integer, ForeignKey("resource_providers.id"), nullable=True),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    UniqueConstraint("name"),
+    Index(None, "root_provider_id"),
+    Index(None, "parent_provider_id"),
+    **MYSQL,
+)
+
+resource_classes = Table(
+    "resource_classes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("name", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("name"),
+    **MYSQL,
+)
+
+inventories = Table(
+    "inventories",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("resource_provider_id", Integer, ForeignKey("resource_providers.id"), nullable=False),
+    Column("resource_class_id", Integer, ForeignKey("resource_classes.id"), nullable=False),
+    Column("total", BigInteger, nullable=False),
+    Column("reserved", BigInteger, nullable=False),
+    Column("min_unit", BigInteger, nullable=False),
+    Column("max_unit", BigInteger, nullable=False),
+    Column("step_size", BigInteger, nullable=False),
+    Column("allocation_ratio", Double, nullable=False),
+    *_timestamps(),
+    UniqueConstraint("resource_provider_id", "resource_class_id"),
+    Index(None, "resource_class_id"),
+    **MYSQL,
+)
+
+traits = Table(
+    "traits",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("name"),
+    **MYSQL,
+)
+
+resource_provider_traits = Table(
+    "resource_provider_traits",
+    metadata,
+    Column("resource_provider_id", Integer, ForeignKey("resource_providers.id"), primary_key=True),
+    Column("trait_id", Integer, ForeignKey("traits.id"), primary_key=True),
+    *_timestamps(),
+    Index(None, "trait_id"),
+    **MYSQL,
+)
+
+placement_aggregates = Table(
+    "placement_aggregates",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", String(36), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    **MYSQL,
+)
+
+resource_provider_aggregates = Table(
+    "resource_provider_aggregates",
+    metadata,
+    Column("resource_provider_id", Integer, ForeignKey("resource_providers.id"), primary_key=True),
+    Column("aggregate_id", Integer, ForeignKey("placement_aggregates.id"), primary_key=True),
+    *_timestamps(),
+    Index(None, "aggregate_id"),
+    **MYSQL,
+)
+
+projects = Table(
+    "projects",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("external_id", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("external_id"),
+    **MYSQL,
+)
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("external_id", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("external_id"),
+    **MYSQL,
+)
+
+consumer_types = Table(
+    "consumer_types",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("name"),
+    **MYSQL,
+)
+
+consumers = Table(
+    "consumers",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", String(36), nullable=False),
+    Column("project_id", Integer, ForeignKey("projects.id"), nullable=False),
+    Column("user_id", Integer, ForeignKey("users.id"), nullable=False),
+    Column("generation", Integer, nullable=False, default=0),
+    Column("consumer_type_id", Integer, ForeignKey("consumer_types.id"), nullable=True),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    Index(None, "project_id", "user_id"),
+    Index(None, "consumer_type_id"),
+    **MYSQL,
+)
+
+allocations = Table(
+    "allocations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("resource_provider_id", Integer, ForeignKey("resource_providers.id"), nullable=False),
+    Column("consumer_id", Integer, ForeignKey("consumers.id"), nullable=False),
+    Column("resource_class_id", Integer, ForeignKey("resource_classes.id"), nullable=False),
+    Column("used", BigInteger, nullable=False),
+    *_timestamps(),
+    Index(None, "resource_provider_id", "resource_class_id", "used"),
+    Index(None, "consumer_id"),
+    Index(None, "resource_class_id"),
+    **MYSQL,
+)
+
+# Tables whose rows belong to users (everything but the synced standard names).
+USER_DATA_TABLES = (
+    allocations,
+    consumers,
+    consumer_types,
+    projects,
+    users,
+    resource_provider_aggregates,
+    placement_aggregates,
+    resource_provider_traits,
+    inventories,
+)
