@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid as uuidlib
 from email.utils import format_datetime
 from functools import lru_cache
@@ -10,7 +11,7 @@ from urllib.parse import parse_qsl
 import falcon
 import jsonschema
 import orjson
-from jsonschema.exceptions import best_match
+from jsonschema.exceptions import ValidationError, best_match
 
 from billeting.placement.api.context import RequestContext
 from billeting.placement.api.errors import HTTPProblem
@@ -77,11 +78,62 @@ def _check_uuid(value: object) -> bool:
     return not isinstance(value, str) or is_uuid_like(value)
 
 
+def pattern_matches(pattern: str, text: str) -> bool:
+    """``re.search`` as JSON Schema uses it, except that ``$`` may not match
+    just before a final newline (Python's rule), so "NAME\\n" never passes
+    for "^NAME$". The message texts of the standard validator are kept."""
+    found = re.search(pattern, text)
+    if found is None:
+        return False
+    return not (text.endswith("\n") and found.end() == len(text) - 1)
+
+
+def _pattern(validator, pattern, instance, schema):
+    if validator.is_type(instance, "string") and not pattern_matches(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator, pattern_properties, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        for key, value in instance.items():
+            if pattern_matches(pattern, key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator, additional, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    extras = [key for key in instance
+              if key not in properties and not any(pattern_matches(p, key) for p in patterns)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            yield ValidationError(
+                f"{', '.join(map(repr, sorted(extras)))} {verb} not match any of the regexes: "
+                f"{', '.join(map(repr, sorted(patterns)))}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(
+                f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} unexpected)")
+
+
+_StrictDraft4 = jsonschema.validators.extend(jsonschema.Draft4Validator, {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+})
+
+
 @lru_cache(maxsize=None)
 def _validator(schema_key: int, schema_json: bytes) -> jsonschema.protocols.Validator:
-    schema = orjson.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft4Validator)
-    return cls(schema, format_checker=_FORMATS)
+    return _StrictDraft4(orjson.loads(schema_json), format_checker=_FORMATS)
 
 
 def validator_for(schema: dict) -> jsonschema.protocols.Validator:
@@ -132,9 +184,12 @@ def query_pairs(req: falcon.Request) -> list[tuple[str, str]]:
     if not qs:
         return []
     try:
-        return parse_qsl(qs, keep_blank_values=True, errors="strict")
+        pairs = parse_qsl(qs, keep_blank_values=True, errors="strict")
     except (UnicodeDecodeError, ValueError):
         raise HTTPProblem(400, "Invalid query string parameters: the query string is not valid UTF-8.") from None
+    if "\x00" in qs or any("\x00" in k or "\x00" in v for k, v in pairs):
+        raise HTTPProblem(400, "Invalid query string parameters: NUL characters are not allowed.")
+    return pairs
 
 
 def query_last(pairs: list[tuple[str, str]]) -> dict[str, str]:
