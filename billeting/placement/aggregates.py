@@ -1,0 +1,108 @@
+"""Provider ↔ aggregate associations (spec 1.5, 3.4).
+
+An aggregate is only a uuid string. It comes into existence the first time a
+provider is associated with it and is never deleted. Strings are stored as
+the client sent them (Quirk Q9: a dash-less uuid is a different aggregate
+from its dashed form), except that decorated forms too long for the column
+(``urn:uuid:…``, ``{…}`` with dashes) are stored in canonical form.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid as uuidlib
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, select
+from sqlalchemy.exc import IntegrityError
+
+from billeting.placement import errors, providers
+from billeting.placement.store import tables as t
+from billeting.placement.store.tx import Retry
+from billeting.placement.store.upsert import insert_ignoring_duplicates
+
+_aggs = t.placement_aggregates
+_rpa = t.resource_provider_aggregates
+_UUID_COLUMN_LENGTH = 36
+
+GENERATION_CHANGED = ("Resource provider's generation already changed. "
+                      "Please update the generation and try again.")
+
+
+@dataclass(slots=True)
+class ProviderAggregates:
+    aggregates: list[str]
+    generation: int
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def stored_form(value: str) -> str:
+    """The string kept for an aggregate uuid the schema accepted as UUID-like."""
+    if len(value) <= _UUID_COLUMN_LENGTH:
+        return value
+    text = value.strip().lower()
+    for prefix in ("urn:", "uuid:"):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    return str(uuidlib.UUID(text.strip("{}").replace("-", "")))
+
+
+def of_provider(conn: Connection, provider_id: int) -> list[str]:
+    rows = conn.execute(
+        select(_aggs.c.uuid).join(_rpa, _rpa.c.aggregate_id == _aggs.c.id)
+        .where(_rpa.c.resource_provider_id == provider_id).order_by(_aggs.c.id))
+    return list(rows.scalars())
+
+
+def _ensure_aggregates(conn: Connection, uuids: list[str]) -> dict[str, int]:
+    """Ids of ``uuids``, creating the missing ones; a concurrent creator of the
+    same uuid is tolerated (its row is simply found)."""
+    if not uuids:
+        return {}
+    lookup = select(_aggs.c.uuid, _aggs.c.id).where(_aggs.c.uuid.in_(uuids))
+    ids = {row.uuid: row.id for row in conn.execute(lookup)}
+    missing = sorted(set(uuids) - ids.keys())  # sorted: same lock order in every writer
+    if missing:
+        now = _utcnow()
+        insert_ignoring_duplicates(conn, _aggs, [{"uuid": u, "created_at": now} for u in missing])
+        ids = {row.uuid: row.id for row in conn.execute(lookup)}
+    return ids
+
+
+def set_for_provider(conn: Connection, uuid: str, aggregates: list[str], *,
+                     given_generation: int | None) -> ProviderAggregates:
+    """Replace a provider's aggregate set.
+
+    ``given_generation`` is ``None`` for the old (< 1.19) form, which neither
+    checks nor moves the generation; otherwise it must match and the
+    generation moves by one, even if the set is unchanged (spec 1.10).
+    """
+    provider = providers.require(conn, uuid)
+    if given_generation is not None and given_generation != provider.generation:
+        raise errors.ConcurrentUpdate(GENERATION_CHANGED)
+    wanted = list(dict.fromkeys(stored_form(a) for a in aggregates))
+    ids = _ensure_aggregates(conn, wanted)
+    wanted_ids = {ids[a] for a in wanted}
+    current = set(conn.execute(select(_rpa.c.aggregate_id)
+                               .where(_rpa.c.resource_provider_id == provider.id)).scalars())
+    removed = current - wanted_ids
+    if removed:
+        conn.execute(_rpa.delete().where(_rpa.c.resource_provider_id == provider.id,
+                                         _rpa.c.aggregate_id.in_(removed)))
+    added = wanted_ids - current
+    if added:
+        now = _utcnow()
+        try:
+            conn.execute(_rpa.insert(), [
+                {"resource_provider_id": provider.id, "aggregate_id": agg_id, "created_at": now}
+                for agg_id in sorted(added)])
+        except IntegrityError:
+            # A concurrent request wrote the same association, or deleted the
+            # provider; re-running sees its result.
+            raise Retry("provider aggregates changed concurrently") from None
+    generation = provider.generation
+    if given_generation is not None:
+        generation = providers.bump_generation(conn, provider.id, provider.generation)
+    return ProviderAggregates(aggregates=wanted, generation=generation)
