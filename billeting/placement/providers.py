@@ -5,17 +5,22 @@ import datetime as dt
 import uuid as uuidlib
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, and_, exists, func, select, update
+from sqlalchemy import Connection, and_, exists, false, func, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
 from billeting.placement import errors
 from billeting.placement.store import tables as t
+from billeting.placement.store.tx import Retry
 
 _parent = aliased(t.resource_providers, name="parent")
 _root = aliased(t.resource_providers, name="root")
 _rp = t.resource_providers
 
 UNSET = object()  # "field omitted from the request", distinct from None
+
+# No inventory can grant more than this in one allocation (max_unit's ceiling).
+MAX_AMOUNT = 2147483647
 
 
 def utcnow() -> dt.datetime:
@@ -136,6 +141,10 @@ def usage_subquery():
 
 def capacity_clause(rp_id_col, rc_id: int, amount: int):
     """The admission test of spec 1.2 for ``amount`` of class ``rc_id``."""
+    if amount > MAX_AMOUNT:
+        # Cannot fit anywhere; and as a bound parameter it could overflow
+        # the database's integer type.
+        return false()
     inv = t.inventories
     usage = usage_subquery()
     return exists(
@@ -179,6 +188,17 @@ def list_providers(conn: Connection, filters: ProviderFilters) -> list[Provider]
     return [_from_row(row) for row in conn.execute(query.order_by(_rp.c.id))]
 
 
+def _clashes(conn: Connection, name: str, uuid: str) -> list[str]:
+    existing = conn.execute(select(_rp.c.name, _rp.c.uuid).where(
+        (_rp.c.name == name) | (_rp.c.uuid == uuid))).all()
+    found = []
+    if any(row.name == name for row in existing):
+        found.append(f"Conflicting resource provider name: {name} already exists.")
+    if any(row.uuid == uuid for row in existing):
+        found.append(f"Conflicting resource provider uuid: {uuid} already exists.")
+    return found
+
+
 def create(conn: Connection, *, name: str, uuid: str | None,
            parent_uuid: str | None) -> Provider:
     uuid = uuid or str(uuidlib.uuid4())
@@ -187,27 +207,36 @@ def create(conn: Connection, *, name: str, uuid: str | None,
         raise errors.InvalidInput(
             failure + "parent provider UUID cannot be same as UUID. "
             "Please set parent provider UUID to None if there is no parent.")
-    clashes = []
-    existing = conn.execute(select(_rp.c.name, _rp.c.uuid).where(
-        (_rp.c.name == name) | (_rp.c.uuid == uuid))).all()
-    if any(row.name == name for row in existing):
-        clashes.append(f"Conflicting resource provider name: {name} already exists.")
-    if any(row.uuid == uuid for row in existing):
-        clashes.append(f"Conflicting resource provider uuid: {uuid} already exists.")
+    clashes = _clashes(conn, name, uuid)
     if clashes:
         raise errors.Conflict(", ".join(clashes), code=errors.DUPLICATE_NAME)
     parent = None
     if parent_uuid is not None:
         parent = get(conn, parent_uuid)
+        if parent is not None:
+            # Shared lock: a concurrent move of the parent's tree would
+            # otherwise leave the new child with a stale root.
+            parent = _lock_trees(conn, parent, shared=True)[0]
         if parent is None:
             raise errors.InvalidInput(failure + "parent provider UUID does not exist.")
     now = utcnow()
-    new_id = conn.execute(t.resource_providers.insert().values(
-        uuid=uuid, name=name, generation=0,
-        parent_provider_id=parent.id if parent else None,
-        root_provider_id=parent.root_provider_id if parent else None,
-        created_at=now, updated_at=None,
-    )).inserted_primary_key[0]
+    try:
+        # A savepoint, so that after losing a race on the unique name/uuid
+        # (or on the parent's deletion) we can still ask what happened.
+        with conn.begin_nested():
+            new_id = conn.execute(t.resource_providers.insert().values(
+                uuid=uuid, name=name, generation=0,
+                parent_provider_id=parent.id if parent else None,
+                root_provider_id=parent.root_provider_id if parent else None,
+                created_at=now, updated_at=None,
+            )).inserted_primary_key[0]
+    except IntegrityError:
+        clashes = _clashes(conn, name, uuid)
+        if clashes:
+            raise errors.Conflict(", ".join(clashes), code=errors.DUPLICATE_NAME) from None
+        if parent is not None and get(conn, parent.uuid) is None:
+            raise errors.InvalidInput(failure + "parent provider UUID does not exist.") from None
+        raise
     if parent is None:
         conn.execute(update(_rp).where(_rp.c.id == new_id).values(root_provider_id=new_id))
     return require(conn, uuid)
@@ -231,6 +260,30 @@ def descendant_ids(conn: Connection, provider: Provider) -> set[int]:
     return found
 
 
+def _lock_trees(conn: Connection, *members: Provider, shared: bool = False) -> list[Provider | None]:
+    """Lock the root rows of the trees ``members`` belong to, then re-read them.
+
+    Every change of tree shape (re-parenting, adding a child) takes these
+    locks, so such changes serialize per tree. Locks are taken in id order
+    (no deadlock between two movers). If a member moved to another tree
+    before we got the lock, the unit of work is re-run (``Retry``). A member
+    deleted meanwhile comes back as None.
+    """
+    roots = sorted({m.root_provider_id for m in members})
+    conn.execute(select(_rp.c.id).where(_rp.c.id.in_(roots)).order_by(_rp.c.id)
+                 .with_for_update(read=shared))
+    fresh = [get(conn, m.uuid) for m in members]
+    if any(f is not None and f.root_provider_id not in roots for f in fresh):
+        raise Retry("provider tree changed while it was being locked")
+    return fresh
+
+
+def _still_there(provider: Provider | None, uuid: str) -> Provider:
+    if provider is None:
+        raise errors.NotFound(f"No resource provider with uuid {uuid} found")
+    return provider
+
+
 def update_provider(conn: Connection, provider: Provider, *, name: str,
                     parent_uuid: object = UNSET, allow_reparent: bool = False) -> Provider:
     """Rename and/or re-parent. Neither changes the generation (spec 1.10)."""
@@ -248,24 +301,43 @@ def update_provider(conn: Connection, provider: Provider, *, name: str,
         if parent_uuid is None:
             if not allow_reparent:
                 raise errors.InvalidInput(failure + "un-parenting a provider is not currently allowed.")
+            provider = _still_there(_lock_trees(conn, provider)[0], provider.uuid)
             values["parent_provider_id"] = None
             new_root_id = provider.id
         else:
             parent = get(conn, parent_uuid)
             if parent is None:
                 raise errors.InvalidInput(failure + "parent provider UUID does not exist.")
-            if provider.parent_provider_uuid is not None and not allow_reparent:
+            # With both trees locked the checks below see a settled picture:
+            # two crossing moves cannot both pass the loop check.
+            locked, parent = _lock_trees(conn, provider, parent)
+            provider = _still_there(locked, provider.uuid)
+            if parent is None:
+                raise errors.InvalidInput(failure + "parent provider UUID does not exist.")
+            if provider.parent_provider_id not in (None, parent.id) and not allow_reparent:
                 raise errors.InvalidInput(failure + "re-parenting a provider is not currently allowed.")
             if parent.id == provider.id or parent.id in descendant_ids(conn, provider):
                 raise errors.InvalidInput(failure + "creating loop in the provider tree is not allowed.")
             values["parent_provider_id"] = parent.id
             new_root_id = parent.root_provider_id
-    if new_root_id is not None and new_root_id != provider.root_provider_id:
-        subtree = descendant_ids(conn, provider) | {provider.id}
-        conn.execute(update(_rp).where(_rp.c.id.in_(subtree)).values(root_provider_id=new_root_id))
-    if values:
-        values["updated_at"] = utcnow()
-        conn.execute(update(_rp).where(_rp.c.id == provider.id).values(**values))
+    if not values:
+        return provider
+    values["updated_at"] = utcnow()
+    try:
+        with conn.begin_nested():
+            if new_root_id is not None and new_root_id != provider.root_provider_id:
+                subtree = descendant_ids(conn, provider) | {provider.id}
+                conn.execute(update(_rp).where(_rp.c.id.in_(subtree)).values(root_provider_id=new_root_id))
+            conn.execute(update(_rp).where(_rp.c.id == provider.id).values(**values))
+    except IntegrityError:
+        # Lost a race: somebody took the name (or removed the new parent).
+        if "name" in values and conn.execute(select(_rp.c.id).where(
+                _rp.c.name == name, _rp.c.id != provider.id)).first():
+            raise errors.Conflict(f"Conflicting resource provider {name} already exists.",
+                                  code=errors.DUPLICATE_NAME) from None
+        if values.get("parent_provider_id") is not None:
+            raise errors.InvalidInput(failure + "parent provider UUID does not exist.") from None
+        raise
     return require(conn, provider.uuid)
 
 
@@ -273,22 +345,41 @@ def delete_provider(conn: Connection, uuid: str) -> None:
     provider = get(conn, uuid)
     if provider is None:
         raise errors.NotFound(f"No resource provider with uuid {uuid} found for delete")
-    has_child = conn.execute(select(_rp.c.id).where(_rp.c.parent_provider_id == provider.id).limit(1)).first()
+    # Take the provider's row lock first: a concurrent allocation write
+    # (which compare-and-sets this row) then either committed before us, and
+    # its allocations are visible to the check below, or it waits and fails.
+    locked = conn.execute(update(_rp).where(_rp.c.id == provider.id)
+                          .values(generation=_rp.c.generation + 1))
+    if locked.rowcount != 1:
+        raise errors.NotFound(f"No resource provider with uuid {uuid} found for delete")
+    _check_deletable(conn, provider)
+    for table in (t.inventories, t.resource_provider_traits, t.resource_provider_aggregates):
+        conn.execute(table.delete().where(table.c.resource_provider_id == provider.id))
+    try:
+        with conn.begin_nested():
+            # A root references itself; clear that before the row goes.
+            conn.execute(update(_rp).where(_rp.c.id == provider.id).values(root_provider_id=None))
+            conn.execute(_rp.delete().where(_rp.c.id == provider.id))
+    except IntegrityError:
+        # A child or an allocation appeared after the checks: say which.
+        _check_deletable(conn, provider)
+        raise
+
+
+def _check_deletable(conn: Connection, provider: Provider) -> None:
+    has_child = conn.execute(select(_rp.c.id).where(
+        _rp.c.parent_provider_id == provider.id).limit(1)).first()
     if has_child:
         raise errors.Conflict(
-            f"Unable to delete parent resource provider {uuid}: It has child resource providers.",
+            f"Unable to delete parent resource provider {provider.uuid}: "
+            "It has child resource providers.",
             code=errors.PROVIDER_CANNOT_DELETE_PARENT)
     in_use = conn.execute(select(t.allocations.c.id).where(
         t.allocations.c.resource_provider_id == provider.id).limit(1)).first()
     if in_use:
         raise errors.Conflict(
-            f"Unable to delete resource provider {uuid}: Resource provider has allocations.",
+            f"Unable to delete resource provider {provider.uuid}: Resource provider has allocations.",
             code=errors.PROVIDER_INUSE)
-    for table in (t.inventories, t.resource_provider_traits, t.resource_provider_aggregates):
-        conn.execute(table.delete().where(table.c.resource_provider_id == provider.id))
-    # A root references itself; clear that before the row goes.
-    conn.execute(update(_rp).where(_rp.c.id == provider.id).values(root_provider_id=None))
-    conn.execute(_rp.delete().where(_rp.c.id == provider.id))
 
 
 def bump_generation(conn: Connection, provider_id: int, seen: int) -> int:

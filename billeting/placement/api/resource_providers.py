@@ -1,6 +1,8 @@
 """``/resource_providers`` and ``/resource_providers/{uuid}`` (spec 3.1)."""
 from __future__ import annotations
 
+import uuid as uuidlib
+
 from billeting.placement import names, providers
 from billeting.placement.api import query, util
 from billeting.placement.api.errors import HTTPProblem
@@ -75,6 +77,12 @@ def parse_list_filters(req) -> tuple[providers.ProviderFilters, dict[str, int] |
     return filters, resources, traits
 
 
+def _parent_uuid(value):
+    """Stored uuids are canonical, so look the parent up in that form
+    (any spelling the schema's uuid format accepts finds it)."""
+    return util.normalize_uuid(value) if isinstance(value, str) else value
+
+
 class ResourceProviders(Resource):
     METHODS = ("GET", "POST")
 
@@ -111,12 +119,12 @@ class ResourceProviders(Resource):
         util.authorize(req, "placement:resource_providers:create")
         mv = req.context.mv
         body = util.read_json(req, schemas.create(mv))
-        uuid = util.normalize_uuid(body["uuid"]) if body.get("uuid") else None
+        uuid = util.normalize_uuid(body["uuid"]) if "uuid" in body else str(uuidlib.uuid4())
         name = body["name"]
         if not name:
             raise HTTPProblem(400, f'Unable to create resource provider "{name}", {uuid}: '
                                    "Object action create failed because: name is required")
-        parent = body.get("parent_provider_uuid")
+        parent = _parent_uuid(body.get("parent_provider_uuid"))
 
         provider = run_write(self.engine, lambda conn: providers.create(
             conn, name=name, uuid=uuid, parent_uuid=parent))
@@ -142,7 +150,7 @@ class ResourceProvider(Resource):
         mv = req.context.mv
         run_read(self.engine, lambda conn: providers.require(conn, uuid))
         body = util.read_json(req, schemas.update(mv))
-        parent = body.get("parent_provider_uuid", providers.UNSET)
+        parent = _parent_uuid(body.get("parent_provider_uuid", providers.UNSET))
 
         def work(conn):
             provider = providers.require(conn, uuid)
@@ -159,6 +167,3 @@ class ResourceProvider(Resource):
         util.authorize(req, "placement:resource_providers:delete")
         run_write(self.engine, lambda conn: providers.delete_provider(conn, uuid))
         util.send_empty(resp)
-
-
-
