@@ -1,0 +1,452 @@
+"""Allocations (spec 1.7): writing consumers' allocation sets without ever
+overcommitting a provider, and reading them back.
+
+The write path is ONE function, ``replace_allocations``, used by
+``PUT /allocations/{c}``, ``POST /allocations`` and the reshaper. Callers
+run it inside ``store.tx.run_write(engine, work,
+retries=settings.allocation_conflict_retry_count)``: it raises
+``store.tx.Retry`` when it loses a race, and run_write re-runs the whole
+unit of work (exhausted retries surface as 409 placement.concurrent_update).
+
+How overcommit is prevented, on every backend:
+
+1. read the generation of every provider the write will bump,
+2. then read inventories and current usage of the pairs being allocated,
+3. decide admission in Python,
+4. compare-and-set every one of those generations
+   (``UPDATE ... SET generation = seen + 1 WHERE id = :id AND generation = :seen``),
+5. then delete/insert the allocation rows.
+
+Any writer that adds usage to a provider bumps that provider's generation
+in its own transaction. If such a writer commits after our step 1, our
+step 4 finds a different generation, matches no row, and the unit of work
+is re-run with fresh data. If it committed before step 1, step 2 sees its
+allocations. Either way the admission decision is made on current usage.
+Step 4 also row-locks the providers until commit, so a concurrent writer
+blocks on its own compare-and-set and then fails it.
+
+Why step 1 must come before step 2 on READ COMMITTED databases
+(PostgreSQL, and MySQL as configured in store.engine): every statement
+there sees whatever was committed when *that statement* started. Were usage
+read first, a writer could commit between the usage read and the
+generation read; we would then hold its new generation (so our
+compare-and-set would succeed) together with usage that misses its
+allocations, and both writes would be admitted: an overcommit. Reading the
+generation first means any commit we did not see in the usage read
+necessarily bumped the generation after we read it.
+
+Step 4 happens before step 5 (rather than after) so that a provider
+deleted concurrently turns into a lost compare-and-set (re-run, then 400)
+instead of a foreign-key failure on insert, and so that on MySQL the
+provider row's exclusive lock is taken before the shared lock an
+allocation insert takes on it (taking them the other way round
+deadlocks two writers on the same provider).
+
+Providers that merely lose allocations (a consumer moving elsewhere) are
+neither bumped nor locked: less usage can never overcommit anything.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, case, func, or_, select
+
+from billeting.placement import consumers, errors, names, providers
+from billeting.placement.consumers import Consumer, Owner
+from billeting.placement.store import tables as t
+from billeting.placement.store.tx import Retry
+
+_a = t.allocations
+_rp = t.resource_providers
+_rc = t.resource_classes
+
+
+# --- the request ----------------------------------------------------------
+
+@dataclass(slots=True, frozen=True)
+class ConsumerWrite:
+    """One consumer's complete new allocation set (possibly empty = clear it).
+
+    ``resources`` maps provider uuid → {resource class name: amount ≥ 1}.
+    ``generation`` is only compared when ``check_generation`` is set (mv ≥ 1.28);
+    None there means "this consumer must not exist yet".
+    """
+
+    consumer_uuid: str
+    resources: dict[str, dict[str, int]]
+    owner: Owner
+    check_generation: bool = False
+    generation: int | None = None
+
+
+# --- errors -----------------------------------------------------------------
+
+class ProviderMissing(errors.InvalidInput):
+    def __init__(self, provider_uuid: str) -> None:
+        super().__init__(f"Allocation for resource provider '{provider_uuid}' that does not exist.")
+        self.provider_uuid = provider_uuid
+
+
+class UnknownResourceClass(errors.InvalidInput):
+    """Handlers rewrap it: the message prefix differs per endpoint (spec 3.7.2, 3.7.3, 3.10)."""
+
+    def __init__(self, resource_class: str, consumer_uuid: str) -> None:
+        super().__init__(f"No such resource class {resource_class}.")
+        self.resource_class = resource_class
+        self.consumer_uuid = consumer_uuid
+
+
+class AllocationRejected(errors.Conflict):
+    """Admission failure (409, placement.undefined_code)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"Unable to allocate inventory: {reason}")
+
+
+# --- the write --------------------------------------------------------------
+
+@dataclass(slots=True)
+class _Inventory:
+    total: int
+    reserved: int
+    min_unit: int
+    max_unit: int
+    step_size: int
+    allocation_ratio: float
+
+    @property
+    def capacity(self) -> float:
+        # Real arithmetic, not truncated: the admission form of spec 1.2.
+        return (self.total - self.reserved) * self.allocation_ratio
+
+
+@dataclass(slots=True)
+class _Usage:
+    total: int = 0   # every consumer's allocations of the pair
+    mine: int = 0    # the part held by consumers named in this request
+
+
+@dataclass(slots=True)
+class _ProviderRef:
+    id: int
+    uuid: str
+    generation: int
+
+
+def check_consumer_generations(conn: Connection, writes: Sequence[ConsumerWrite]) -> dict[str, Consumer]:
+    """Apply the mv ≥ 1.28 consumer generation rules; return the existing consumers."""
+    existing = consumers.get_many(conn, (w.consumer_uuid for w in writes))
+    for write in writes:
+        if write.check_generation:
+            consumers.check_generation(existing.get(write.consumer_uuid), write.generation)
+    return existing
+
+
+def require_providers(conn: Connection, writes: Sequence[ConsumerWrite]) -> None:
+    """400 for the first provider named in the allocations that does not exist."""
+    wanted = _ordered_providers(writes)
+    found = set(conn.execute(select(_rp.c.uuid).where(_rp.c.uuid.in_(wanted))).scalars()) if wanted else set()
+    for uuid in wanted:
+        if uuid not in found:
+            raise ProviderMissing(uuid)
+
+
+def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> dict[str, int]:
+    """Replace the allocation sets of every consumer in ``writes``, atomically.
+
+    Runs in the caller's transaction; applies spec 1.7 rules 1–7 in order.
+    Returns the new generation of every provider it bumped (by uuid).
+
+    Raises: ConcurrentUpdate (consumer generation conflict), ProviderMissing,
+    UnknownResourceClass, AllocationRejected, and store.tx.Retry when a
+    concurrent writer won a compare-and-set (let run_write re-run the unit).
+    """
+    uuids = [w.consumer_uuid for w in writes]
+    if len(set(uuids)) != len(uuids):
+        raise errors.InvalidInput("A consumer may only appear once in an allocation request.")
+    existing = check_consumer_generations(conn, writes)
+
+    # Rule 1: what the named consumers hold now. Cleared consumers' providers
+    # are bumped too (spec 1.10), so they must be known before generations are read.
+    held = _held_provider_ids(conn, [c.id for c in existing.values()])
+    cleared_ids: set[int] = set()
+    for write in writes:
+        consumer = existing.get(write.consumer_uuid)
+        if consumer is not None and not write.resources:
+            cleared_ids |= held.get(consumer.id, set())
+
+    # Step 1 of the no-overcommit protocol: generations first (see module doc).
+    wanted = _ordered_providers(writes)
+    refs = _read_providers(conn, wanted, cleared_ids)
+    by_uuid = {ref.uuid: ref for ref in refs}
+    for uuid in wanted:                                    # rule 2
+        if uuid not in by_uuid:
+            raise ProviderMissing(uuid)
+    rc_ids = _resolve_classes(conn, writes)                # rule 3
+
+    # Step 2: inventories and usage of the pairs being allocated.
+    amounts = [(w.consumer_uuid, by_uuid[rp_uuid], rc, amount)
+               for w in writes for rp_uuid, res in w.resources.items() for rc, amount in res.items()]
+    pair_ids = {(ref.id, rc_ids[rc]) for _, ref, rc, _ in amounts}
+    inventories = _read_inventories(conn, pair_ids)
+    usage = _read_usage(conn, pair_ids, [c.id for c in existing.values()])
+
+    # Step 3: admission, rules 4–6.
+    _admit(amounts, rc_ids, inventories, usage)
+
+    # Step 4: compare-and-set, in id order so concurrent writers lock alike.
+    bumped: dict[str, int] = {}
+    to_bump = set(wanted)
+    for ref in sorted((r for r in refs if r.uuid in to_bump or r.id in cleared_ids), key=lambda r: r.id):
+        try:
+            bumped[ref.uuid] = providers.bump_generation(conn, ref.id, ref.generation)
+        except errors.ConcurrentUpdate:
+            raise Retry(f"resource provider {ref.uuid} generation changed") from None
+
+    # Step 5: consumers, then allocation rows.
+    now = providers.utcnow()
+    rows: list[dict] = []
+    cleared_consumers: list[int] = []
+    # Consumers in uuid order, like the providers above, so that two requests
+    # naming the same consumers lock their rows in the same order.
+    for write in sorted(writes, key=lambda w: w.consumer_uuid):
+        consumer = existing.get(write.consumer_uuid)
+        if consumer is None:
+            if not write.resources:
+                continue  # nothing to clear and nothing to create: no orphan record
+            consumer = consumers.create(conn, write.consumer_uuid, write.owner)
+            consumers.bump_generation(conn, consumer)
+        else:
+            consumers.bump_generation(conn, consumer)   # locks the row first
+            consumers.update_owner(conn, consumer, write.owner)
+        if not write.resources:
+            cleared_consumers.append(consumer.id)
+        for rp_uuid, res in write.resources.items():
+            for rc, amount in res.items():
+                rows.append({"consumer_id": consumer.id, "resource_provider_id": by_uuid[rp_uuid].id,
+                             "resource_class_id": rc_ids[rc], "used": amount, "created_at": now})
+    old_owner_ids = [c.id for c in existing.values()]
+    if old_owner_ids:
+        conn.execute(_a.delete().where(_a.c.consumer_id.in_(old_owner_ids)))
+    if rows:
+        conn.execute(_a.insert(), rows)
+    consumers.delete(conn, cleared_consumers)              # rule 7
+    return bumped
+
+
+def _ordered_providers(writes: Sequence[ConsumerWrite]) -> list[str]:
+    """Provider uuids named in the new allocations, first mention first."""
+    seen: dict[str, None] = {}
+    for write in writes:
+        for uuid in write.resources:
+            seen.setdefault(uuid, None)
+    return list(seen)
+
+
+def _held_provider_ids(conn: Connection, consumer_ids: list[int]) -> dict[int, set[int]]:
+    if not consumer_ids:
+        return {}
+    held: dict[int, set[int]] = {}
+    rows = conn.execute(select(_a.c.consumer_id, _a.c.resource_provider_id).distinct()
+                        .where(_a.c.consumer_id.in_(consumer_ids)))
+    for row in rows:
+        held.setdefault(row.consumer_id, set()).add(row.resource_provider_id)
+    return held
+
+
+def _read_providers(conn: Connection, uuids: list[str], ids: set[int]) -> list[_ProviderRef]:
+    clauses = []
+    if uuids:
+        clauses.append(_rp.c.uuid.in_(uuids))
+    if ids:
+        clauses.append(_rp.c.id.in_(ids))
+    if not clauses:
+        return []
+    rows = conn.execute(select(_rp.c.id, _rp.c.uuid, _rp.c.generation).where(or_(*clauses)))
+    return [_ProviderRef(row.id, row.uuid, row.generation) for row in rows]
+
+
+def _resolve_classes(conn: Connection, writes: Sequence[ConsumerWrite]) -> dict[str, int]:
+    wanted = {rc for w in writes for res in w.resources.values() for rc in res}
+    found = names.rc_ids(conn, wanted)
+    for write in writes:
+        for res in write.resources.values():
+            for rc in res:
+                if rc not in found:
+                    raise UnknownResourceClass(rc, write.consumer_uuid)
+    return found
+
+
+def _read_inventories(conn: Connection, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], _Inventory]:
+    if not pairs:
+        return {}
+    inv = t.inventories
+    rows = conn.execute(select(inv).where(inv.c.resource_provider_id.in_({rp for rp, _ in pairs})))
+    return {(row.resource_provider_id, row.resource_class_id): _Inventory(
+                int(row.total), int(row.reserved), int(row.min_unit), int(row.max_unit),
+                int(row.step_size), float(row.allocation_ratio))
+            for row in rows if (row.resource_provider_id, row.resource_class_id) in pairs}
+
+
+def _read_usage(conn: Connection, pairs: set[tuple[int, int]],
+                mine: list[int]) -> dict[tuple[int, int], _Usage]:
+    """Usage of each pair, split into what the request's own consumers hold.
+
+    One statement, so both sums come from the same snapshot.
+    """
+    if not pairs:
+        return {}
+    mine_expr = (func.sum(case((_a.c.consumer_id.in_(mine), _a.c.used), else_=0))
+                 if mine else func.sum(0))
+    rows = conn.execute(
+        select(_a.c.resource_provider_id, _a.c.resource_class_id,
+               func.sum(_a.c.used).label("total"), mine_expr.label("mine"))
+        .where(_a.c.resource_provider_id.in_({rp for rp, _ in pairs}))
+        .group_by(_a.c.resource_provider_id, _a.c.resource_class_id))
+    return {(row.resource_provider_id, row.resource_class_id): _Usage(int(row.total), int(row.mine or 0))
+            for row in rows if (row.resource_provider_id, row.resource_class_id) in pairs}
+
+
+def _admit(amounts, rc_ids: dict[str, int], inventories: dict, usage: dict) -> None:
+    """Rules 4–6 of spec 1.7, each over the whole request before the next."""
+    missing_rcs: list[str] = []
+    missing_rps: list[str] = []
+    for _consumer, ref, rc, _amount in amounts:
+        if (ref.id, rc_ids[rc]) not in inventories:
+            if rc not in missing_rcs:
+                missing_rcs.append(rc)
+            if ref.uuid not in missing_rps:
+                missing_rps.append(ref.uuid)
+    if missing_rcs:
+        raise AllocationRejected(
+            f"Inventory for '{', '.join(missing_rcs)}' on resource provider "
+            f"'{', '.join(missing_rps)}' invalid.")
+    requested: dict[tuple[int, int], int] = {}
+    for _consumer, ref, rc, amount in amounts:
+        inv = inventories[(ref.id, rc_ids[rc])]
+        if not (inv.min_unit <= amount <= inv.max_unit) or amount % inv.step_size:
+            raise AllocationRejected(
+                f"Unable to create allocation for '{rc}' on resource provider '{ref.uuid}'. "
+                "The requested amount would violate inventory constraints.")
+        key = (ref.id, rc_ids[rc])
+        requested[key] = requested.get(key, 0) + amount
+    reported: set[tuple[int, int]] = set()
+    for _consumer, ref, rc, _amount in amounts:
+        key = (ref.id, rc_ids[rc])
+        if key in reported:
+            continue
+        reported.add(key)
+        before = usage.get(key, _Usage())
+        after = before.total - before.mine + requested[key]
+        # Over capacity is tolerated when the write does not make it worse
+        # (e.g. inventory was shrunk below existing usage).
+        if after > inventories[key].capacity and after > before.total:
+            raise AllocationRejected(
+                f"Unable to create allocation for '{rc}' on resource provider '{ref.uuid}'. "
+                "The requested amount would exceed the capacity.")
+
+
+# --- reads ------------------------------------------------------------------
+
+@dataclass(slots=True)
+class ProviderPart:
+    """One provider's part of a consumer's allocations."""
+
+    provider_uuid: str
+    provider_generation: int
+    resources: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ConsumerAllocations:
+    consumer: Consumer
+    parts: list[ProviderPart]
+    last_modified: dt.datetime | None
+
+
+@dataclass(slots=True)
+class ConsumerPart:
+    """One consumer's part of a provider's allocations."""
+
+    consumer_uuid: str
+    consumer_generation: int
+    resources: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ProviderAllocations:
+    provider_uuid: str
+    provider_generation: int
+    parts: list[ConsumerPart]
+    last_modified: dt.datetime | None
+
+
+def _storable(text: str) -> bool:
+    """PostgreSQL cannot even compare against text holding NUL; no stored
+    uuid contains one, so such a lookup key simply matches nothing."""
+    return "\x00" not in text
+
+
+def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerAllocations | None:
+    """The consumer's allocations grouped by provider; None when it has none."""
+    consumer = consumers.get(conn, consumer_uuid) if _storable(consumer_uuid) else None
+    if consumer is None:
+        return None
+    rows = conn.execute(
+        select(_rp.c.uuid, _rp.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
+        .select_from(_a.join(_rp, _rp.c.id == _a.c.resource_provider_id)
+                     .join(_rc, _rc.c.id == _a.c.resource_class_id))
+        .where(_a.c.consumer_id == consumer.id)
+        .order_by(_a.c.id)).all()
+    if not rows:
+        return None
+    parts: dict[str, ProviderPart] = {}
+    for row in rows:
+        part = parts.setdefault(row.uuid, ProviderPart(row.uuid, row.generation))
+        part.resources[row.name] = part.resources.get(row.name, 0) + int(row.used)
+    return ConsumerAllocations(consumer, list(parts.values()), _newest(r.created_at for r in rows))
+
+
+def for_provider(conn: Connection, provider_uuid: str) -> ProviderAllocations:
+    provider = providers.get(conn, provider_uuid) if _storable(provider_uuid) else None
+    if provider is None:
+        raise errors.NotFound(f"Resource provider '{provider_uuid}' not found: "
+                              f"No resource provider with uuid {provider_uuid} found")
+    c = t.consumers
+    rows = conn.execute(
+        select(c.c.uuid, c.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
+        .select_from(_a.join(c, c.c.id == _a.c.consumer_id)
+                     .join(_rc, _rc.c.id == _a.c.resource_class_id))
+        .where(_a.c.resource_provider_id == provider.id)
+        .order_by(_a.c.id)).all()
+    parts: dict[str, ConsumerPart] = {}
+    for row in rows:
+        part = parts.setdefault(row.uuid, ConsumerPart(row.uuid, row.generation))
+        part.resources[row.name] = part.resources.get(row.name, 0) + int(row.used)
+    return ProviderAllocations(provider.uuid, provider.generation, list(parts.values()),
+                               _newest(r.created_at for r in rows))
+
+
+def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
+    """DELETE /allocations/{c}: drop every allocation and the consumer record.
+
+    No generation is checked and no provider is bumped (spec 1.10, quirk
+    Q2), but the consumer generation is still compare-and-set: that locks
+    the consumer row against a concurrent PUT, which would otherwise insert
+    allocations referencing a consumer row this transaction deletes.
+    """
+    consumer = consumers.get(conn, consumer_uuid) if _storable(consumer_uuid) else None
+    has_rows = consumer is not None and conn.execute(
+        select(_a.c.id).where(_a.c.consumer_id == consumer.id).limit(1)).first() is not None
+    if not has_rows:
+        raise errors.NotFound(f"No allocations for consumer '{consumer_uuid}'")
+    consumers.bump_generation(conn, consumer)
+    conn.execute(_a.delete().where(_a.c.consumer_id == consumer.id))
+    consumers.delete(conn, [consumer.id])
+
+
+def _newest(stamps) -> dt.datetime | None:
+    present = [s for s in stamps if s is not None]
+    return max(present) if present else None

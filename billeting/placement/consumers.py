@@ -1,0 +1,216 @@
+"""Consumers (spec 1.6): the owners of allocations.
+
+A consumer exists exactly while it has allocations. It is created by the
+allocation write that gives it its first allocations and deleted by the
+write (or DELETE) that leaves it with none; because both happen inside the
+caller's transaction, a failed write leaves no consumer behind (the
+upstream orphan records of quirk Q1 are not reproduced).
+
+Projects, users and consumer types are created on first use with inserts
+that tolerate a concurrent creator, and are never deleted.
+
+Every function takes an open connection inside the caller's transaction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Table, insert, select, update
+
+from billeting.placement import errors
+from billeting.placement.providers import utcnow
+from billeting.placement.store import tables as t
+from billeting.placement.store.tx import Retry
+
+# What GET /allocations and GET /usages report for a consumer without a type.
+UNKNOWN_TYPE = "unknown"
+
+_c = t.consumers
+
+
+@dataclass(slots=True)
+class Consumer:
+    id: int
+    uuid: str
+    project_id: str          # external (keystone) id
+    user_id: str             # external (keystone) id
+    generation: int
+    consumer_type: str | None  # None: never given a type ("unknown" on the wire)
+    project_ref: int         # projects.id
+    user_ref: int            # users.id
+    type_ref: int | None     # consumer_types.id
+
+
+@dataclass(slots=True, frozen=True)
+class Owner:
+    """Who a write attributes the consumer to. ``consumer_type`` None means
+    "leave an existing consumer's type alone" (writes below mv 1.38)."""
+
+    project_id: str
+    user_id: str
+    consumer_type: str | None = None
+
+
+def _select():
+    return (select(_c.c.id, _c.c.uuid, _c.c.generation, _c.c.project_id.label("project_ref"),
+                   _c.c.user_id.label("user_ref"), _c.c.consumer_type_id.label("type_ref"),
+                   t.projects.c.external_id.label("project_ext"),
+                   t.users.c.external_id.label("user_ext"),
+                   t.consumer_types.c.name.label("type_name"))
+            .select_from(_c)
+            .join(t.projects, t.projects.c.id == _c.c.project_id)
+            .join(t.users, t.users.c.id == _c.c.user_id)
+            .outerjoin(t.consumer_types, t.consumer_types.c.id == _c.c.consumer_type_id))
+
+
+def _from_row(row) -> Consumer:
+    return Consumer(id=row.id, uuid=row.uuid, project_id=row.project_ext, user_id=row.user_ext,
+                    generation=row.generation, consumer_type=row.type_name,
+                    project_ref=row.project_ref, user_ref=row.user_ref, type_ref=row.type_ref)
+
+
+def get(conn: Connection, uuid: str) -> Consumer | None:
+    row = conn.execute(_select().where(_c.c.uuid == uuid)).first()
+    return _from_row(row) if row else None
+
+
+def get_many(conn: Connection, uuids) -> dict[str, Consumer]:
+    uuids = set(uuids)
+    if not uuids:
+        return {}
+    return {c.uuid: c for c in map(_from_row, conn.execute(_select().where(_c.c.uuid.in_(uuids))))}
+
+
+# --- generation rules (spec 1.10) ------------------------------------------
+
+def generation_conflict(expected: int | None, given: int | None) -> errors.ConcurrentUpdate:
+    # Nova looks for "consumer generation conflict" in the detail; keep it verbatim.
+    shown_expected = "null" if expected is None else expected
+    return errors.ConcurrentUpdate(
+        f"consumer generation conflict - expected {shown_expected} but got {given}")
+
+
+def check_generation(existing: Consumer | None, given: int | None) -> None:
+    """mv >= 1.28: ``null`` for a consumer that does not exist, else its current value."""
+    if existing is None:
+        if given is not None:
+            raise generation_conflict(None, given)
+    elif given != existing.generation:
+        raise generation_conflict(existing.generation, given)
+
+
+# --- first-use records ------------------------------------------------------
+
+def _insert_if_absent(conn: Connection, table: Table, values: dict) -> int | None:
+    """Insert one row unless a unique constraint already holds it; the new
+    row's id, or None when skipped. A concurrent uncommitted insert of the
+    same key makes this wait for that transaction's outcome; it never fails
+    the statement, so the caller's transaction stays usable.
+
+    (``store.upsert.insert_ignoring_duplicates`` cannot tell the two cases
+    apart on PostgreSQL: psycopg reports rowcount -1 there, so RETURNING is
+    used instead.)
+    """
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    else:  # MySQL/MariaDB: INSERT IGNORE reports 0 affected rows when skipped
+        result = conn.execute(insert(table).prefix_with("IGNORE").values(**values))
+        return result.inserted_primary_key[0] if result.rowcount == 1 else None
+    stmt = dialect_insert(table).on_conflict_do_nothing().values(**values).returning(table.c.id)
+    return conn.execute(stmt).scalar()
+
+
+def _ensure_named(conn: Connection, table: Table, column: str, value: str) -> int:
+    """Id of the row whose ``column`` is ``value``, inserting it if missing.
+
+    A concurrent transaction may insert the same value between our SELECT
+    and INSERT: the insert then skips the duplicate instead of failing (it
+    waits for the other writer first), and the second SELECT finds the row.
+    """
+    col = table.c[column]
+    found = conn.execute(select(table.c.id).where(col == value)).scalar()
+    if found is not None:
+        return found
+    found = _insert_if_absent(conn, table, {column: value, "created_at": utcnow()})
+    if found is not None:
+        return found
+    found = conn.execute(select(table.c.id).where(col == value)).scalar()
+    if found is None:  # the other creator rolled back after we skipped: run again
+        raise Retry(f"{table.name} {value} vanished while being created")
+    return found
+
+
+def ensure_project(conn: Connection, external_id: str) -> int:
+    return _ensure_named(conn, t.projects, "external_id", external_id)
+
+
+def ensure_user(conn: Connection, external_id: str) -> int:
+    return _ensure_named(conn, t.users, "external_id", external_id)
+
+
+def ensure_consumer_type(conn: Connection, name: str) -> int:
+    return _ensure_named(conn, t.consumer_types, "name", name)
+
+
+# --- writes -------------------------------------------------------------------
+
+def create(conn: Connection, uuid: str, owner: Owner) -> Consumer:
+    """Insert a new consumer at generation 0.
+
+    Losing a creation race to a concurrent writer of the same consumer asks
+    for the whole unit of work to be re-run: the re-run sees the consumer and
+    applies the generation rules to it (a ``null`` generation then becomes
+    the proper 409 at mv >= 1.28).
+    """
+    project_ref = ensure_project(conn, owner.project_id)
+    user_ref = ensure_user(conn, owner.user_id)
+    type_ref = ensure_consumer_type(conn, owner.consumer_type) if owner.consumer_type else None
+    inserted = _insert_if_absent(conn, _c, {
+        "uuid": uuid, "project_id": project_ref, "user_id": user_ref, "generation": 0,
+        "consumer_type_id": type_ref, "created_at": utcnow()})
+    if inserted is None:
+        raise Retry(f"consumer {uuid} was created concurrently")
+    consumer = get(conn, uuid)
+    if consumer is None:
+        raise Retry(f"consumer {uuid} vanished while being created")
+    return consumer
+
+
+def update_owner(conn: Connection, consumer: Consumer, owner: Owner) -> None:
+    """Silently move the consumer to another project/user/type (never bumps)."""
+    values: dict = {}
+    if owner.project_id != consumer.project_id:
+        values["project_id"] = ensure_project(conn, owner.project_id)
+    if owner.user_id != consumer.user_id:
+        values["user_id"] = ensure_user(conn, owner.user_id)
+    if owner.consumer_type is not None and owner.consumer_type != consumer.consumer_type:
+        values["consumer_type_id"] = ensure_consumer_type(conn, owner.consumer_type)
+    if values:
+        values["updated_at"] = utcnow()
+        conn.execute(update(_c).where(_c.c.id == consumer.id).values(**values))
+
+
+def bump_generation(conn: Connection, consumer: Consumer) -> int:
+    """Compare-and-set the consumer generation; a lost race re-runs the unit of work.
+
+    The UPDATE also locks the consumer row until commit, so two writers of
+    the same consumer are serialized here, before either touches its
+    allocation rows.
+    """
+    result = conn.execute(
+        update(_c).where(_c.c.id == consumer.id, _c.c.generation == consumer.generation)
+        .values(generation=consumer.generation + 1, updated_at=utcnow()))
+    if result.rowcount != 1:
+        raise Retry(f"consumer {consumer.uuid} changed concurrently")
+    consumer.generation += 1
+    return consumer.generation
+
+
+def delete(conn: Connection, consumer_ids) -> None:
+    ids = set(consumer_ids)
+    if ids:
+        conn.execute(_c.delete().where(_c.c.id.in_(ids)))
+
