@@ -30,6 +30,7 @@ class Settings:
     port: int = 8778
     db: str = ""  # empty means the embedded SQLite default
     workers: int = 1
+    threads: int = 4  # request threads per worker process
     auth: str = "noauth2"  # or "keystone"
     policy_file: str | None = None
     legacy_policy: bool = False
@@ -54,6 +55,7 @@ _FILE_KEYS = {
     "api.host": "host",
     "api.port": "port",
     "api.workers": "workers",
+    "api.threads": "threads",
     "api.auth_strategy": "auth",
     "database.connection": "db",
     "oslo_policy.policy_file": "policy_file",
@@ -114,6 +116,25 @@ def load_settings(flags: dict[str, object], environ: dict[str, str] | None = Non
     for name, value in flags.items():
         if value is not None and hasattr(settings, name):
             setattr(settings, name, value)
+    check_settings(settings)
+    return settings
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def check_settings(settings: Settings) -> None:
+    """Reject values no component could work with, naming the setting."""
     if settings.auth not in ("noauth2", "keystone"):
         raise SettingsError(f"auth must be noauth2 or keystone, not {settings.auth!r}")
-    return settings
+    if not 1 <= settings.port <= 65535:
+        raise SettingsError(f"port must be between 1 and 65535, not {settings.port}")
+    if settings.workers < 1:
+        raise SettingsError(f"workers must be at least 1, not {settings.workers}")
+    if settings.threads < 1:
+        raise SettingsError(f"threads must be at least 1, not {settings.threads}")
+    if settings.allocation_conflict_retry_count < 0:
+        raise SettingsError("allocation_conflict_retry_count must not be negative")
+    settings.log_level = str(settings.log_level).upper()
+    if settings.log_level not in _LOG_LEVELS:
+        raise SettingsError(f"log_level must be one of {', '.join(_LOG_LEVELS)}")

@@ -87,10 +87,14 @@ class NoAuth2Middleware:
 def keystone_middleware(app, config_file: str | None):
     """Wrap ``app`` in keystonemiddleware's ``auth_token``, skipping the root document.
 
-    The middleware reads ``[keystone_authtoken]`` from the config file, as
-    every OpenStack service does.
+    The middleware reads its ``[keystone_authtoken]`` section from
+    ``config_file`` through a private oslo.config object (never the global
+    ``cfg.CONF``, and never files found by oslo.config's default search).
+    keystonemiddleware accepts such an object under the ``oslo_config_config``
+    key and registers its own options on it.
     """
     from keystonemiddleware import auth_token
+    from oslo_config import cfg
 
     class _RootExempt(auth_token.AuthProtocol):
         def __call__(self, environ, start_response):
@@ -98,9 +102,6 @@ def keystone_middleware(app, config_file: str | None):
                 return self._app(environ, start_response)
             return super().__call__(environ, start_response)
 
-    conf: dict = {"oslo_config_project": "billeting"}
-    if config_file:
-        conf["oslo_config_config_file"] = config_file  # read by keystonemiddleware
-    middleware = _RootExempt(app, conf)
-    middleware._app = app
-    return middleware
+    conf = cfg.ConfigOpts()
+    conf([], project="billeting", default_config_files=[config_file] if config_file else [])
+    return _RootExempt(app, {"oslo_config_config": conf})

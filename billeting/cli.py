@@ -1,0 +1,354 @@
+"""The ``billeting`` command: serve the Placement API and manage its database.
+
+    billeting serve [--host H] [--port P] [--db URL] [--workers N] ...
+    billeting db upgrade [--db URL]
+    billeting db status [--db URL]
+    billeting --version
+
+Every failure the operator can fix (bad flag, bad URL, unreachable or
+outdated database, unreadable policy or config file) ends in one line on
+stderr and a non-zero exit status, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import re
+import socket
+import sys
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+from billeting.config import Settings, SettingsError, default_db_url, load_settings
+from billeting.server import PlacementServer, bind_address
+
+LOG = logging.getLogger("billeting")
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class CliError(Exception):
+    """A failure the operator can fix; printed as one line."""
+
+
+# --- parsing ----------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that points at --help."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("billeting")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config-file", metavar="PATH", default=None,
+                        help="INI config file (flags and BILLETING_* variables take precedence)")
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help="sqlite:///PATH, postgresql+psycopg://USER[:PW]@HOST/DB or "
+                             "mysql+pymysql://USER[:PW]@HOST/DB (default: embedded SQLite)")
+    parser.add_argument("--log-level", default=None, metavar="LEVEL",
+                        help="DEBUG, INFO (default), WARNING or ERROR")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="billeting", description="Billeting: a Placement-compatible control plane.")
+    parser.add_argument("--version", action="version", version=f"billeting {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    serve = commands.add_parser("serve", help="serve the Placement API (foreground, until SIGTERM/SIGINT)")
+    _add_common(serve)
+    serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8778)")
+    serve.add_argument("--workers", type=int, default=None, help="worker processes (default 1)")
+    serve.add_argument("--threads", type=int, default=None, help="request threads per worker (default 4)")
+    serve.add_argument("--auth", choices=("noauth2", "keystone"), default=None,
+                       help="authentication strategy (default noauth2)")
+    serve.add_argument("--policy-file", metavar="PATH", default=None,
+                       help="oslo.policy YAML/JSON file overriding rules by name")
+    serve.add_argument("--legacy-policy", action="store_true", default=None,
+                       help="also accept the deprecated role:admin alternative of every base rule")
+    serve.add_argument("--cors-origin", dest="cors_origins", metavar="ORIGIN", nargs="+",
+                       action="extend", default=None, help="enable CORS for these origins")
+    serve.add_argument("--cors-allow-header", dest="cors_allow_headers", metavar="NAME", nargs="+",
+                       action="extend", default=None, help="extra request headers CORS allows")
+    serve.add_argument("--auto-upgrade", action="store_true", default=None,
+                       help="apply pending schema migrations instead of refusing to start")
+    serve.set_defaults(func=cmd_serve)
+
+    db = commands.add_parser("db", help="manage the database schema")
+    db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=_Parser)
+    db_commands.required = True
+    upgrade = db_commands.add_parser("upgrade", help="apply the schema migrations and sync standard names")
+    _add_common(upgrade)
+    upgrade.set_defaults(func=cmd_db_upgrade)
+    status = db_commands.add_parser("status", help="show the schema revision; exit 1 when behind")
+    _add_common(status)
+    status.set_defaults(func=cmd_db_status)
+    return parser
+
+
+_FLAG_NAMES = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "auth",
+               "policy_file", "legacy_policy", "cors_origins", "cors_allow_headers", "auto_upgrade")
+
+
+def settings_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
+    flags = {name: getattr(args, name) for name in _FLAG_NAMES if getattr(args, name, None) is not None}
+    try:
+        return load_settings(flags, environ)
+    except SettingsError as exc:
+        raise CliError(str(exc)) from None
+
+
+# --- database ---------------------------------------------------------------
+
+@dataclass(slots=True)
+class DatabaseTarget:
+    url: str  # normalized, with the password
+    shown: str  # for messages: password replaced by ***
+    embedded: bool  # the per-user default SQLite file
+
+
+def resolve_database(settings: Settings) -> DatabaseTarget:
+    from billeting.placement.store.engine import UnsupportedDatabase, normalize_url
+
+    raw = settings.db or default_db_url()
+    try:
+        url = normalize_url(raw)
+    except (ArgumentError, ValueError) as exc:
+        if isinstance(exc, UnsupportedDatabase):
+            raise CliError(str(exc)) from None
+        raise CliError(f"invalid database URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
+                       "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
+    return DatabaseTarget(url=url, shown=_hide_password(url), embedded=not settings.db)
+
+
+def _hide_password(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip()
+    return text.splitlines()[0] if text else type(orig).__name__
+
+
+def connect_engine(target: DatabaseTarget) -> Engine:
+    """An engine for ``target`` that has proven it can connect."""
+    from billeting.placement.store.engine import make_engine
+
+    engine = make_engine(target.url, pool_size=1)
+    try:
+        with engine.connect():
+            pass
+    except DBAPIError as exc:
+        engine.dispose()
+        raise CliError(f"cannot connect to database {target.shown}: {_first_line(exc)}") from None
+    return engine
+
+
+def upgrade_command(target: DatabaseTarget, settings: Settings, *, db_flag_given: bool) -> str:
+    """The exact command that brings this database up to date (password hidden)."""
+    if target.embedded:
+        return "billeting db upgrade"
+    if settings.config_file and not db_flag_given:
+        return f"billeting db upgrade --config-file {settings.config_file}"
+    return f"billeting db upgrade --db {target.shown}"
+
+
+def apply_migrations(engine: Engine, target: DatabaseTarget) -> tuple[str | None, str]:
+    """Upgrade to head; returns (revision before, revision after)."""
+    from alembic.util import CommandError
+
+    from billeting.placement.store import migrate
+
+    before = migrate.current_revision(engine)
+    try:
+        migrate.upgrade(engine)
+    except CommandError as exc:
+        raise CliError(f"cannot upgrade {target.shown}: {exc} "
+                       "(is the database from a newer Billeting?)") from None
+    except DBAPIError as exc:
+        raise CliError(f"upgrading {target.shown} failed: {_first_line(exc)}") from None
+    return before, migrate.current_revision(engine) or ""
+
+
+def ensure_schema(engine: Engine, target: DatabaseTarget, *, may_upgrade: bool, fix: str) -> None:
+    from billeting.placement.store import migrate
+
+    current, head = migrate.current_revision(engine), migrate.head_revision()
+    if current == head:
+        return
+    if not may_upgrade:
+        state = "empty (no schema)" if current is None else f"at revision {current}"
+        raise CliError(
+            f"database {target.shown} is {state} but this Billeting needs revision {head}; "
+            f"run '{fix}' (or start serve with --auto-upgrade)")
+    before, after = apply_migrations(engine, target)
+    LOG.info("database %s upgraded from %s to %s", target.shown, before or "empty", after)
+
+
+def sync_names(engine: Engine, target: DatabaseTarget) -> None:
+    from billeting.placement.store.sync import sync_standard_names
+    from billeting.placement.store.tx import RetriesExhausted
+
+    try:
+        sync_standard_names(engine)
+    except (DBAPIError, RetriesExhausted) as exc:
+        raise CliError(f"syncing standard resource classes and traits into {target.shown} failed: "
+                       f"{_first_line(exc)}") from None
+
+
+# --- commands ---------------------------------------------------------------
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s",
+                        force=True)
+    if level != "DEBUG":
+        # Alembic narrates every migration context at INFO; keep start-up readable.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    configure_logging(settings.log_level)
+    target = resolve_database(settings)
+    engine = connect_engine(target)
+    try:
+        before, after = apply_migrations(engine, target)
+        sync_names(engine, target)
+    finally:
+        engine.dispose()
+    if before == after:
+        print(f"database {target.shown} is already at revision {after}")
+    else:
+        print(f"database {target.shown} upgraded from {before or 'empty'} to revision {after}")
+    return 0
+
+
+def cmd_db_status(args: argparse.Namespace) -> int:
+    from billeting.placement.store import migrate
+
+    settings = settings_from_args(args)
+    target = resolve_database(settings)
+    engine = connect_engine(target)
+    try:
+        current, head = migrate.current_revision(engine), migrate.head_revision()
+    finally:
+        engine.dispose()
+    print(f"database {target.shown}: revision {current or 'none'}, head {head}"
+          + ("" if current == head else
+             f" (behind; run '{upgrade_command(target, settings, db_flag_given=args.db is not None)}')"))
+    return 0 if current == head else EXIT_FAILURE
+
+
+def check_listen(host: str, port: int) -> None:
+    """Fail fast with one line when the address is unusable (gunicorn would retry for seconds)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    probe = socket.socket(family, kind, proto)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(address)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {bind_address(host, port)}: {exc.strerror}") from None
+    finally:
+        probe.close()
+
+
+def check_app(settings: Settings) -> None:
+    """Build the WSGI stack once in the master so a bad policy, keystone or
+    CORS configuration stops start-up with a message, not a worker crash loop."""
+    from billeting.placement.api.app import make_app
+    from billeting.placement.store.engine import make_engine
+
+    if settings.auth == "keystone":
+        check_keystone_config(settings)
+    if settings.policy_file:
+        try:
+            with open(settings.policy_file, encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise CliError(f"cannot read policy file {settings.policy_file}: {exc.strerror}") from None
+    engine = make_engine(settings.db_url, pool_size=1)  # never connects here
+    try:
+        make_app(settings, engine)
+    except ValueError as exc:  # our own validation (CORS origins, policy file syntax)
+        raise CliError(f"invalid configuration: {_first_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - any configuration failure, reported in one line
+        raise CliError(f"invalid configuration: {type(exc).__name__}: {_first_line(exc)}") from None
+    finally:
+        engine.dispose()
+
+
+def check_keystone_config(settings: Settings) -> None:
+    import configparser
+
+    if not settings.config_file:
+        raise CliError("--auth keystone needs --config-file with a [keystone_authtoken] section")
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(settings.config_file)
+    except configparser.Error as exc:
+        raise CliError(f"cannot parse {settings.config_file}: {_first_line(exc)}") from None
+    if not parser.has_section("keystone_authtoken"):
+        raise CliError(f"--auth keystone: {settings.config_file} has no [keystone_authtoken] section")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    configure_logging(settings.log_level)
+    target = resolve_database(settings)
+    settings.db = target.url  # workers open exactly what the master checked
+    check_app(settings)
+    check_listen(settings.host, settings.port)
+    engine = connect_engine(target)
+    try:
+        # The embedded default is created and migrated on first start.
+        ensure_schema(engine, target, may_upgrade=settings.auto_upgrade or target.embedded,
+                      fix=upgrade_command(target, settings, db_flag_given=args.db is not None))
+        # Once, in the master, before forking: workers find the names in place.
+        sync_names(engine, target)
+    finally:
+        engine.dispose()
+
+    LOG.info("billeting %s: Placement API on http://%s/ (db %s, %d worker(s) x %d thread(s), auth %s%s)",
+             _version(), bind_address(settings.host, settings.port), target.shown, settings.workers,
+             settings.threads, settings.auth,
+             f", CORS for {', '.join(settings.cors_origins)}" if settings.cors_origins else "")
+    PlacementServer(settings).run()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"billeting: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
