@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from billeting.placement.store import tables as t
 from tests.api.direct_rows import add_aggregates, add_traits, allocate
+from tests.conftest import call_wsgi
 
 RP = "/resource_providers"
 
@@ -258,16 +259,17 @@ def test_keys_before_and_after_1_14(client, create_provider, mv, keys):
 
 def test_links_include_the_mount_prefix(app, create_provider):
     uuid = create_provider("cn1")["uuid"]
-    result = falcon.testing.simulate_request(
-        app, "GET", f"/resource_providers/{uuid}", root_path="/placement",
-        headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.14"})
-    assert result.status_code == 200
-    body = orjson.loads(result.content)
-    assert body["links"][0] == {"rel": "self", "href": f"/placement/resource_providers/{uuid}"}
-    created = falcon.testing.simulate_request(
-        app, "POST", "/resource_providers", root_path="/placement", body=b'{"name": "cn2"}',
-        headers={"X-Auth-Token": "admin", "Content-Type": "application/json"})
+    result = call_wsgi(app, falcon.testing.create_environ(
+        f"/resource_providers/{uuid}", root_path="/placement",
+        headers={"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.14"}))
+    assert result.status == 200
+    assert result.json["links"][0] == {"rel": "self", "href": f"/placement/resource_providers/{uuid}"}
+    created = call_wsgi(app, falcon.testing.create_environ(
+        "/resource_providers", method="POST", root_path="/placement", body=b'{"name": "cn2"}',
+        headers={"X-Auth-Token": "admin", "Content-Type": "application/json"}))
+    assert created.status == 201
     assert "/placement/resource_providers/" in created.headers["location"]
+    assert "content-type" not in created.headers
 
 
 def test_show(client, create_provider):

@@ -119,3 +119,18 @@ def test_accept_must_admit_json(client):
 def test_bad_query_string_encoding(client):
     resp = client.get("/resource_providers?name=%ff")
     assert resp.status == 400
+
+
+def test_bodyless_responses_carry_no_content_type(client):
+    created = client.post("/resource_providers", json={"name": "bodyless"}, mv="1.0")
+    assert created.status == 201 and created.content == b""
+    uuid = created.headers["location"].rsplit("/", 1)[1]
+    for resp in (
+        created,
+        client.put("/traits/CUSTOM_BODYLESS", mv="1.6"),
+        client.put("/resource_classes/CUSTOM_BODYLESS", mv="1.7"),
+        client.delete(f"/resource_providers/{uuid}"),
+    ):
+        assert resp.status in (201, 204), resp
+        assert "content-type" not in resp.headers
+    assert client.get("/resource_providers").headers["content-type"] == "application/json"

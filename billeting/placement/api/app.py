@@ -135,7 +135,8 @@ def make_falcon_app(deps: Deps) -> falcon.App:
     app.req_options.keep_blank_qs_values = True
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = False
-    app.resp_options.default_media_type = "application/json"
+    # Only bodies get a Content-Type (spec 2.6): handlers set it explicitly.
+    app.resp_options.default_media_type = None
     routes, _missing = load_routes()
     for path, resource_cls in routes:
         app.add_route(path, resource_cls(deps))

@@ -42,8 +42,10 @@ class _CORS(cors.CORS):
     def process_response(self, response, request=None):
         response = super().process_response(response, request=request)
         # oslo's own preflight answer has no Content-Type; PEP 3333 validators
-        # (and some proxies) expect one on a 200.
-        if "Content-Type" not in response.headers:
+        # (and some proxies) expect one on a 200. Only preflights: Placement's
+        # own body-less 201/204 answers must stay without one (spec 2.6).
+        is_preflight = request is not None and request.method == "OPTIONS"
+        if is_preflight and "Content-Type" not in response.headers:
             response.headers["Content-Type"] = "text/plain; charset=UTF-8"
         return response
 
