@@ -383,3 +383,18 @@ def test_cors_sits_outside_auth(cors_client):
 def test_cors_options_without_origin_and_normal_requests_unchanged(cors_client):
     assert cors_client.get("/resource_providers").status == 200
     assert cors_client.get("/", token=None).status == 200
+
+
+def test_cached_policy_decisions_follow_a_changed_policy_file(tmp_path):
+    """Decisions are cached, but an edited policy file still takes effect at once."""
+    from billeting.placement.api.context import RequestContext
+    from billeting.placement.api.policy import Authorizer
+
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text('"placement:traits:list": "role:admin"\n')
+    authorizer = Authorizer(policy_file=str(policy_file))
+    reader = RequestContext("req-1", user_id="u", project_id="p", roles=["reader"])
+    assert not authorizer.allowed(reader, "placement:traits:list")
+    assert not authorizer.allowed(reader, "placement:traits:list")  # answered from the cache
+    policy_file.write_text('"placement:traits:list": "role:reader"\n# changed\n')
+    assert authorizer.allowed(reader, "placement:traits:list")
