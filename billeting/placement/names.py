@@ -8,9 +8,16 @@ from sqlalchemy import Connection, select
 from billeting.placement.store import tables as t
 
 
+def storable(value: str, max_length: int) -> bool:
+    """Could ``value`` be in a column of ``max_length``? A value that could not
+    be stored names nothing, so lookups skip it instead of sending the
+    database text it rejects (PostgreSQL refuses NUL characters outright)."""
+    return len(value) <= max_length and "\x00" not in value
+
+
 def rc_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     """Ids of the named resource classes that exist (unknown names are absent)."""
-    names = set(names)
+    names = {name for name in names if storable(name, 255)}
     if not names:
         return {}
     rows = conn.execute(select(t.resource_classes.c.name, t.resource_classes.c.id)
@@ -29,7 +36,7 @@ def rc_names(conn: Connection, ids: Iterable[int] | None = None) -> dict[int, st
 
 
 def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
-    names = set(names)
+    names = {name for name in names if storable(name, 255)}
     if not names:
         return {}
     rows = conn.execute(select(t.traits.c.name, t.traits.c.id).where(t.traits.c.name.in_(names)))

@@ -9,7 +9,7 @@ from sqlalchemy import Connection, and_, exists, false, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
-from billeting.placement import errors
+from billeting.placement import errors, names
 from billeting.placement.store import tables as t
 from billeting.placement.store.tx import Retry
 
@@ -96,12 +96,15 @@ def _from_row(row) -> Provider:
 
 
 def get(conn: Connection, uuid: str, *, for_update: bool = False) -> Provider | None:
+    if not names.storable(uuid, 36):
+        return None
     query = _select().where(_rp.c.uuid == uuid)
     row = conn.execute(query).first()
     return _from_row(row) if row else None
 
 
 def get_many(conn: Connection, uuids: list[str]) -> dict[str, Provider]:
+    uuids = [u for u in uuids if names.storable(u, 36)]
     if not uuids:
         return {}
     rows = conn.execute(_select().where(_rp.c.uuid.in_(set(uuids))))
