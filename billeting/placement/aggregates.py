@@ -8,34 +8,26 @@ from its dashed form), except that decorated forms too long for the column
 """
 from __future__ import annotations
 
-import datetime as dt
 import uuid as uuidlib
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, select
-from sqlalchemy.exc import IntegrityError
 
 from billeting.placement import errors, providers
+from billeting.placement.provider_links import replace_links
+from billeting.placement.providers import utcnow
 from billeting.placement.store import tables as t
-from billeting.placement.store.tx import Retry
 from billeting.placement.store.upsert import insert_ignoring_duplicates
 
 _aggs = t.placement_aggregates
 _rpa = t.resource_provider_aggregates
 _UUID_COLUMN_LENGTH = 36
 
-GENERATION_CHANGED = ("Resource provider's generation already changed. "
-                      "Please update the generation and try again.")
-
-
 @dataclass(slots=True)
 class ProviderAggregates:
     aggregates: list[str]
     generation: int
 
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def stored_form(value: str) -> str:
@@ -65,7 +57,7 @@ def _ensure_aggregates(conn: Connection, uuids: list[str]) -> dict[str, int]:
     ids = {row.uuid: row.id for row in conn.execute(lookup)}
     missing = sorted(set(uuids) - ids.keys())  # sorted: same lock order in every writer
     if missing:
-        now = _utcnow()
+        now = utcnow()
         insert_ignoring_duplicates(conn, _aggs, [{"uuid": u, "created_at": now} for u in missing])
         ids = {row.uuid: row.id for row in conn.execute(lookup)}
     return ids
@@ -81,27 +73,14 @@ def set_for_provider(conn: Connection, uuid: str, aggregates: list[str], *,
     """
     provider = providers.require(conn, uuid)
     if given_generation is not None and given_generation != provider.generation:
-        raise errors.ConcurrentUpdate(GENERATION_CHANGED)
+        raise errors.ConcurrentUpdate(providers.GENERATION_CHANGED)
     wanted = list(dict.fromkeys(stored_form(a) for a in aggregates))
     ids = _ensure_aggregates(conn, wanted)
     wanted_ids = {ids[a] for a in wanted}
     current = set(conn.execute(select(_rpa.c.aggregate_id)
                                .where(_rpa.c.resource_provider_id == provider.id)).scalars())
-    removed = current - wanted_ids
-    if removed:
-        conn.execute(_rpa.delete().where(_rpa.c.resource_provider_id == provider.id,
-                                         _rpa.c.aggregate_id.in_(removed)))
-    added = wanted_ids - current
-    if added:
-        now = _utcnow()
-        try:
-            conn.execute(_rpa.insert(), [
-                {"resource_provider_id": provider.id, "aggregate_id": agg_id, "created_at": now}
-                for agg_id in sorted(added)])
-        except IntegrityError:
-            # A concurrent request wrote the same association, or deleted the
-            # provider; re-running sees its result.
-            raise Retry("provider aggregates changed concurrently") from None
+    replace_links(conn, _rpa, _rpa.c.aggregate_id, provider.id, current, wanted_ids,
+                  what="aggregates")
     generation = provider.generation
     if given_generation is not None:
         generation = providers.bump_generation(conn, provider.id, provider.generation)

@@ -19,6 +19,9 @@ _rp = t.resource_providers
 
 UNSET = object()  # "field omitted from the request", distinct from None
 
+GENERATION_CHANGED = ("Resource provider's generation already changed. "
+                      "Please update the generation and try again.")
+
 # No inventory can grant more than this in one allocation (max_unit's ceiling).
 MAX_AMOUNT = 2147483647
 

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from billeting.placement import errors
+from billeting.placement.providers import utcnow
 from billeting.placement.store import tables as t
 from billeting.placement.store.tx import Retry
 from billeting.placement.store.upsert import insert_ignoring_duplicates
@@ -45,9 +46,6 @@ class ResourceClass:
 def is_custom_name(name: str) -> bool:
     return len(name) <= MAX_NAME_LENGTH and _CUSTOM_RE.fullmatch(name) is not None
 
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def _from_row(row) -> ResourceClass:
@@ -96,7 +94,7 @@ def ensure(conn: Connection, name: str) -> tuple[ResourceClass, bool]:
         return existing, False
     new_id = _next_custom_id(conn)
     inserted = insert_ignoring_duplicates(
-        conn, _rc, [{"id": new_id, "name": name, "created_at": _utcnow()}])
+        conn, _rc, [{"id": new_id, "name": name, "created_at": utcnow()}])
     if inserted == 1:
         return require(conn, name), True
     existing = get(conn, name)
@@ -122,7 +120,7 @@ def rename(conn: Connection, name: str, new_name: str) -> ResourceClass:
         raise errors.Conflict(f"Resource class already exists: {new_name}")
     try:
         conn.execute(update(_rc).where(_rc.c.id == current.id)
-                     .values(name=new_name, updated_at=_utcnow()))
+                     .values(name=new_name, updated_at=utcnow()))
     except IntegrityError:
         # Somebody created ``new_name`` between our check and the update.
         raise errors.Conflict(f"Resource class already exists: {new_name}") from None

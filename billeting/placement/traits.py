@@ -9,8 +9,9 @@ from sqlalchemy import Connection, exists, func, select
 from sqlalchemy.exc import IntegrityError
 
 from billeting.placement import errors, providers
+from billeting.placement.provider_links import replace_links
+from billeting.placement.providers import utcnow
 from billeting.placement.store import tables as t
-from billeting.placement.store.tx import Retry
 from billeting.placement.store.upsert import insert_ignoring_duplicates
 
 _traits = t.traits
@@ -19,10 +20,6 @@ _rpt = t.resource_provider_traits
 MAX_NAME_LENGTH = 255
 CUSTOM_PREFIX = "CUSTOM_"
 _CUSTOM_RE = re.compile(r"CUSTOM_[A-Z0-9_]+")
-
-GENERATION_CHANGED = ("Resource provider's generation already changed. "
-                      "Please update the generation and try again.")
-
 
 @dataclass(slots=True)
 class Trait:
@@ -54,9 +51,6 @@ class ProviderTraits:
 def is_custom_name(name: str) -> bool:
     return len(name) <= MAX_NAME_LENGTH and _CUSTOM_RE.fullmatch(name) is not None
 
-
-def _utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def _from_row(row) -> Trait:
@@ -101,7 +95,7 @@ def require(conn: Connection, name: str) -> Trait:
 def ensure(conn: Connection, name: str) -> tuple[Trait, bool]:
     """Create ``name`` unless it exists; ``(trait, created)``. Concurrent
     creators of the same name both succeed, exactly one reports ``created``."""
-    inserted = insert_ignoring_duplicates(conn, _traits, [{"name": name, "created_at": _utcnow()}])
+    inserted = insert_ignoring_duplicates(conn, _traits, [{"name": name, "created_at": utcnow()}])
     return require(conn, name), inserted == 1
 
 
@@ -134,7 +128,7 @@ def set_for_provider(conn: Connection, uuid: str, names: list[str], given_genera
     """
     provider = providers.require(conn, uuid)
     if provider.generation != given_generation:
-        raise errors.ConcurrentUpdate(GENERATION_CHANGED)
+        raise errors.ConcurrentUpdate(providers.GENERATION_CHANGED)
     wanted = list(dict.fromkeys(names))  # dedupe, keep first-seen order
     searchable = [n for n in wanted if _could_exist(n)]
     ids = {}
@@ -147,22 +141,7 @@ def set_for_provider(conn: Connection, uuid: str, names: list[str], given_genera
     wanted_ids = set(ids.values())
     current = {trait.id for trait in of_provider(conn, provider.id)}
     generation = provider.generation
-    if wanted_ids != current:
-        removed = current - wanted_ids
-        if removed:
-            conn.execute(_rpt.delete().where(_rpt.c.resource_provider_id == provider.id,
-                                             _rpt.c.trait_id.in_(removed)))
-        added = wanted_ids - current
-        if added:
-            now = _utcnow()
-            try:
-                conn.execute(_rpt.insert(), [
-                    {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
-                    for trait_id in sorted(added)])
-            except IntegrityError:
-                # A trait was deleted, or the same association written, by a
-                # concurrent request; re-running sees the new state.
-                raise Retry("provider traits changed concurrently") from None
+    if replace_links(conn, _rpt, _rpt.c.trait_id, provider.id, current, wanted_ids, what="traits"):
         generation = providers.bump_generation(conn, provider.id, provider.generation)
     return ProviderTraits(traits=of_provider(conn, provider.id), generation=generation)
 

@@ -13,6 +13,7 @@ import jsonschema
 import orjson
 from jsonschema.exceptions import ValidationError, best_match
 
+from billeting.placement import providers
 from billeting.placement.api.context import RequestContext
 from billeting.placement.api.errors import HTTPProblem
 
@@ -213,12 +214,8 @@ def check_query_keys(pairs: list[tuple[str, str]], allowed: set[str] | frozenset
 
 # --- responses ------------------------------------------------------------
 
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
 def http_date(when: dt.datetime | None) -> str:
-    when = when or utcnow()
+    when = when or providers.utcnow()
     return format_datetime(when.replace(tzinfo=dt.UTC), usegmt=True)
 
 
