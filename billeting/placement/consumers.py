@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Table, insert, select, update
+from sqlalchemy import Connection, Table, select, update
 
 from billeting.placement import errors
 from billeting.placement.providers import utcnow
 from billeting.placement.store import tables as t
 from billeting.placement.store.tx import Retry
+from billeting.placement.store.upsert import insert_if_absent
 
 # What GET /allocations and GET /usages report for a consumer without a type.
 UNKNOWN_TYPE = "unknown"
@@ -101,28 +102,6 @@ def check_generation(existing: Consumer | None, given: int | None) -> None:
 
 # --- first-use records ------------------------------------------------------
 
-def _insert_if_absent(conn: Connection, table: Table, values: dict) -> int | None:
-    """Insert one row unless a unique constraint already holds it; the new
-    row's id, or None when skipped. A concurrent uncommitted insert of the
-    same key makes this wait for that transaction's outcome; it never fails
-    the statement, so the caller's transaction stays usable.
-
-    (``store.upsert.insert_ignoring_duplicates`` cannot tell the two cases
-    apart on PostgreSQL: psycopg reports rowcount -1 there, so RETURNING is
-    used instead.)
-    """
-    dialect = conn.dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:  # MySQL/MariaDB: INSERT IGNORE reports 0 affected rows when skipped
-        result = conn.execute(insert(table).prefix_with("IGNORE").values(**values))
-        return result.inserted_primary_key[0] if result.rowcount == 1 else None
-    stmt = dialect_insert(table).on_conflict_do_nothing().values(**values).returning(table.c.id)
-    return conn.execute(stmt).scalar()
-
-
 def _ensure_named(conn: Connection, table: Table, column: str, value: str) -> int:
     """Id of the row whose ``column`` is ``value``, inserting it if missing.
 
@@ -134,7 +113,7 @@ def _ensure_named(conn: Connection, table: Table, column: str, value: str) -> in
     found = conn.execute(select(table.c.id).where(col == value)).scalar()
     if found is not None:
         return found
-    found = _insert_if_absent(conn, table, {column: value, "created_at": utcnow()})
+    found = insert_if_absent(conn, table, {column: value, "created_at": utcnow()})
     if found is not None:
         return found
     found = conn.execute(select(table.c.id).where(col == value)).scalar()
@@ -168,7 +147,7 @@ def create(conn: Connection, uuid: str, owner: Owner) -> Consumer:
     project_ref = ensure_project(conn, owner.project_id)
     user_ref = ensure_user(conn, owner.user_id)
     type_ref = ensure_consumer_type(conn, owner.consumer_type) if owner.consumer_type else None
-    inserted = _insert_if_absent(conn, _c, {
+    inserted = insert_if_absent(conn, _c, {
         "uuid": uuid, "project_id": project_ref, "user_id": user_ref, "generation": 0,
         "consumer_type_id": type_ref, "created_at": utcnow()})
     if inserted is None:

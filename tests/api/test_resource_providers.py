@@ -4,7 +4,6 @@ from __future__ import annotations
 import uuid as uuidlib
 
 import falcon.testing
-import orjson
 import pytest
 from sqlalchemy import select
 

@@ -10,26 +10,11 @@ import datetime as dt
 
 import os_resource_classes
 import os_traits
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine, select
 
 from billeting.placement.store import tables as t
 from billeting.placement.store.tx import run_write
-
-
-def _insert_ignore(conn: Connection, table, rows: list[dict], key: str) -> None:
-    if not rows:
-        return
-    dialect = conn.dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as pg_insert
-
-        conn.execute(pg_insert(table).on_conflict_do_nothing(), rows)
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-
-        conn.execute(sqlite_insert(table).on_conflict_do_nothing(), rows)
-    else:
-        conn.execute(insert(table).prefix_with("IGNORE"), rows)
+from billeting.placement.store.upsert import insert_ignoring_duplicates
 
 
 def sync_standard_names(engine: Engine) -> None:
@@ -42,13 +27,13 @@ def sync_standard_names(engine: Engine) -> None:
             for idx, name in enumerate(os_resource_classes.STANDARDS)
             if name not in have_rc
         ]
-        _insert_ignore(conn, t.resource_classes, rc_rows, "name")
+        insert_ignoring_duplicates(conn, t.resource_classes, rc_rows)
         have_traits = set(conn.execute(select(t.traits.c.name)).scalars())
         trait_rows = [
             {"name": name, "created_at": now}
             for name in sorted(os_traits.get_traits())
             if name not in have_traits
         ]
-        _insert_ignore(conn, t.traits, trait_rows, "name")
+        insert_ignoring_duplicates(conn, t.traits, trait_rows)
 
     run_write(engine, work)

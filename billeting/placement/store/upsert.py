@@ -1,34 +1,49 @@
 """Inserts that tolerate a row somebody else inserted first.
 
 Used where two requests may legitimately create the same name at the same
-time (aggregate uuids, custom traits, custom resource classes): the loser
-must not fail, it simply finds the winner's row afterwards. The statement
-does not abort the transaction on a duplicate, so the caller can keep
-working in it.
+time (aggregate uuids, custom traits and classes, projects, users, consumer
+types, the standard names synced at start-up): the loser must not fail, it
+simply finds the winner's row afterwards. The statement does not abort the
+transaction on a duplicate, so the caller can keep working in it; a
+concurrent uncommitted insert of the same key makes it wait for that
+transaction's outcome.
+
+On MySQL ``INSERT IGNORE`` also downgrades other errors (e.g. over-long
+values) to warnings, so callers must validate values before they get here.
 """
 from __future__ import annotations
 
 from sqlalchemy import Connection, Table, insert
 
 
-def insert_ignoring_duplicates(conn: Connection, table: Table, rows: list[dict]) -> int:
-    """Insert ``rows``, skipping any that violate a unique constraint, and
-    return how many were actually inserted.
-
-    On MySQL ``INSERT IGNORE`` also downgrades other errors (e.g. over-long
-    values) to warnings, so callers must validate values before they get here.
-    """
-    if not rows:
-        return 0
-    if conn.dialect.name == "mysql":
-        stmt = insert(table).prefix_with("IGNORE")
-        result = conn.execute(stmt.values(**rows[0])) if len(rows) == 1 else conn.execute(stmt, rows)
-        return result.rowcount
-    if conn.dialect.name == "postgresql":
+def _statement(conn: Connection, table: Table):
+    dialect = conn.dialect.name
+    if dialect == "mysql":
+        return insert(table).prefix_with("IGNORE")
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     else:
         from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    # psycopg reports no rowcount for ON CONFLICT inserts: count the returned keys.
-    stmt = dialect_insert(table).on_conflict_do_nothing().returning(*table.primary_key.columns)
+    # psycopg reports no rowcount for ON CONFLICT inserts: RETURNING says
+    # which rows really went in.
+    return dialect_insert(table).on_conflict_do_nothing().returning(*table.primary_key.columns)
+
+
+def insert_ignoring_duplicates(conn: Connection, table: Table, rows: list[dict]) -> int:
+    """Insert ``rows``, skipping any that violate a unique constraint, and
+    return how many were actually inserted."""
+    if not rows:
+        return 0
+    stmt = _statement(conn, table)
     result = conn.execute(stmt.values(**rows[0])) if len(rows) == 1 else conn.execute(stmt, rows)
+    if conn.dialect.name == "mysql":
+        return result.rowcount
     return len(result.all())
+
+
+def insert_if_absent(conn: Connection, table: Table, values: dict) -> int | None:
+    """Insert one row; its new id, or None when a unique constraint already held it."""
+    result = conn.execute(_statement(conn, table).values(**values))
+    if conn.dialect.name == "mysql":
+        return result.inserted_primary_key[0] if result.rowcount == 1 else None
+    return result.scalar()
