@@ -1,0 +1,224 @@
+"""The candidates engine: ``find(conn, request) -> CandidateResult``.
+
+Three strategies, all with the same results (spec 4.5), chosen by what the
+request and the deployment allow:
+
+* direct: one group whose every solution is a single provider and no sharing
+  providers anywhere. One query yields the answer; a ``limit`` becomes a SQL
+  ``LIMIT`` (or ``ORDER BY random() LIMIT`` when randomizing).
+* windowed: a ``limit`` (or ``max_allocation_candidates``) without sharing
+  providers. Trees are taken in id order, a window at a time, by a query that
+  stops at the window size; only those trees are searched and combined, and
+  more windows are fetched only while results are missing. The work follows
+  the limit, not the fleet.
+* full: everything else (no limit, randomized sampling, sharing providers).
+  Each group is one set-based branch of a single UNION ALL query over the
+  whole fleet; combination stops early once enough results exist.
+
+Summaries are then loaded for the trees (or, below 1.29, the providers) that
+the returned requests use.
+"""
+from __future__ import annotations
+
+import random
+
+from sqlalchemy import Connection, Integer, func, select
+
+from billeting.placement.candidates import names, search, sql, summaries, world as world_mod
+from billeting.placement.candidates.combine import Combiner, Pick, dedupe_key, shared_pairs
+from billeting.placement.candidates.model import (
+    AllocationRequest,
+    CandidateRequest,
+    CandidateResult,
+    SingleProviderRequests,
+    empty_result,
+)
+from billeting.placement.candidates.world import World
+
+
+def find(conn: Connection, request: CandidateRequest) -> CandidateResult:
+    if any(amount > sql.MAX_AMOUNT for g in request.groups for amount in g.resources.values()):
+        return empty_result()  # larger than any inventory can hold
+    world = world_mod.load(conn, request)
+    needed = _needed(request)
+    if _is_direct(request, world):
+        return _direct(conn, request, world, needed)
+    if needed is not None and world.sharing is None:
+        picks, root_of = _windowed(conn, request, world, needed)
+    else:
+        picks, root_of = _full(conn, request, world, needed)
+    picks = _apply_limit(request, picks)
+    if not picks:
+        return empty_result()
+    return _build(conn, request, picks, root_of)
+
+
+def _needed(request: CandidateRequest) -> int | None:
+    """How many distinct results to generate before stopping (None = all)."""
+    cap = request.max_candidates if request.max_candidates >= 0 else None
+    if request.randomize or request.limit is None:
+        return cap
+    return request.limit if cap is None else min(cap, request.limit)
+
+
+def _apply_limit(request: CandidateRequest, picks: list) -> list:
+    if request.randomize:
+        if request.limit is not None and request.limit < len(picks):
+            return random.sample(picks, request.limit)
+        picks = list(picks)
+        random.shuffle(picks)
+        return picks
+    if request.limit is not None:
+        return picks[:request.limit]
+    return picks
+
+
+# --- direct ---------------------------------------------------------------------
+
+def _is_direct(request: CandidateRequest, world: World) -> bool:
+    if len(request.groups) != 1 or world.sharing is not None:
+        return False
+    group = request.groups[0]
+    if not group.resources:
+        return False
+    return not search.is_tree_wide(group, world) or len(group.resources) == 1
+
+
+def _direct(conn: Connection, request: CandidateRequest, world: World, needed: int | None) -> CandidateResult:
+    group = request.groups[0]
+    tree_wide = search.is_tree_wide(group, world)
+    sample = request.randomize and request.limit is not None and request.max_candidates < 0
+    # Probing row by row pays off only when the scan stops early.
+    bounded = needed is not None and not sample
+    form = sql.probe_form(conn.dialect.name) if bounded else sql.SET
+    random_order = func.rand() if conn.dialect.name == "mysql" else func.random()
+
+    def query(plan: sql.Plan):
+        p = sql.P
+        conds = sql.group_filters(plan, p, group, group.resources, tree_wide=tree_wide, own_traits=True,
+                                  form=form)
+        conds += sql.root_filter(plan, p.c.root_provider_id, request.root_required, request.root_forbidden,
+                                 form=form)
+        plan.mark("direct", sample, needed is not None)
+        count = None
+        if sample:
+            # A uniform sample of the whole result, drawn by the database.
+            count = plan.bind(min(request.limit, sql.MAX_AMOUNT), Integer)
+        elif needed is not None:
+            count = plan.bind(min(needed, sql.MAX_AMOUNT), Integer)
+        if not plan.build:
+            return None
+        statement = select(p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id).where(*conds)
+        statement = statement.order_by(random_order if sample else p.c.id)
+        return statement.limit(count) if count is not None else statement
+
+    statement, values = sql.prepare("direct", conn.dialect.name, query)
+    rows = conn.execute(statement, values).all()
+    if not sample:
+        rows = _apply_limit(request, rows)
+    if not rows:
+        return empty_result()
+    provider_ids = [row[0] for row in rows]
+    if world.has_trees and request.nested_aware:
+        found = _summaries(conn, request, {row[3] for row in rows}, set(provider_ids))
+    else:
+        # Every tree is the provider itself, or only used providers are shown.
+        found = summaries.load(conn, known=rows, classes=_summary_classes(request),
+                               with_traits=request.summary_traits)
+    uuid_of = found.uuid_of
+    rc_name = names.rc_names(conn, group.resources)
+    # Every request allocates the same amounts: share one dict between them.
+    resources = {rc_name[rc]: amount for rc, amount in group.resources.items()}
+    suffix = group.suffix
+    requests = SingleProviderRequests(suffix, resources, [uuid_of[p_id] for p_id in provider_ids])
+    return CandidateResult(requests, list(found.by_id.values()))
+
+
+# --- windowed and full ----------------------------------------------------------
+
+def _windowed(conn: Connection, request: CandidateRequest, world: World,
+              needed: int) -> tuple[list[Pick], dict[int, int]]:
+    picks: list[Pick] = []
+    root_of: dict[int, int] = {}
+    seen: set = set()
+    after, size = 0, max(needed, 1)
+    while len(picks) < needed:
+        anchors = search.window_of_anchors(conn, request, world, after=after, size=size)
+        if not anchors:
+            break
+        found = search.collect(conn, request, world, anchors=anchors, form=sql.probe_form(conn.dialect.name))
+        root_of.update(found.root_of)
+        combiner = _combiner(conn, request, found, anchors)
+        _enumerate(combiner, anchors, picks, seen, needed)
+        if len(anchors) < size:
+            break
+        after, size = anchors[-1], size * 2
+    return picks, root_of
+
+
+def _full(conn: Connection, request: CandidateRequest, world: World,
+          needed: int | None) -> tuple[list[Pick], dict[int, int]]:
+    found = search.collect(conn, request, world, form=sql.SET)
+    anchors = Combiner(request, found.groups, {}, {}, {}).anchors()
+    combiner = _combiner(conn, request, found, anchors)
+    picks: list[Pick] = []
+    _enumerate(combiner, anchors, picks, set(), needed)
+    return picks, found.root_of
+
+
+def _combiner(conn: Connection, request: CandidateRequest, found: search.Found, anchors) -> Combiner:
+    parents = found.parents
+    if parents is None:
+        parents = search.parents_of(conn, anchors) if request.same_subtree else {}
+    providers, classes = shared_pairs(found.groups)
+    facts = summaries.facts(conn, providers, classes) if providers else {}
+    return Combiner(request, found.groups, found.root_of, parents, facts)
+
+
+def _enumerate(combiner: Combiner, anchors, picks: list[Pick], seen: set, needed: int | None) -> None:
+    for anchor in anchors:
+        for pick in combiner.picks(anchor):
+            key = dedupe_key(pick)
+            if key in seen:
+                continue
+            seen.add(key)
+            picks.append(pick)
+            if needed is not None and len(picks) >= needed:
+                return
+
+
+# --- output ---------------------------------------------------------------------
+
+def _summary_classes(request: CandidateRequest) -> frozenset[int] | None:
+    return None if request.summary_all_classes else request.requested_classes
+
+
+def _summaries(conn: Connection, request: CandidateRequest, roots: set[int],
+               provider_ids: set[int]) -> summaries.Summaries:
+    classes = _summary_classes(request)
+    if request.nested_aware:
+        return summaries.load(conn, roots=roots, classes=classes, with_traits=request.summary_traits)
+    return summaries.load(conn, provider_ids=provider_ids, classes=classes,
+                          with_traits=request.summary_traits)
+
+
+def _build(conn: Connection, request: CandidateRequest, picks: list[Pick],
+           root_of: dict[int, int]) -> CandidateResult:
+    used = {p for pick in picks for p, _ in pick.amounts}
+    found = _summaries(conn, request, {root_of[p] for p in used}, used)
+    uuid_of = found.uuid_of
+    rc_name = names.rc_names(conn, request.requested_classes)
+    mapped = {p for pick in picks for providers in pick.mappings for p in providers}
+    missing = mapped - uuid_of.keys()
+    if missing:
+        uuid_of = {**uuid_of, **summaries.uuids(conn, missing)}
+    suffixes = [g.suffix for g in request.groups]
+    requests = []
+    for pick in picks:
+        allocations: dict[str, dict[str, int]] = {}
+        for (provider, rc), amount in pick.amounts.items():
+            allocations.setdefault(uuid_of[provider], {})[rc_name[rc]] = amount
+        mappings = {suffix: [uuid_of[p] for p in providers]
+                    for suffix, providers in zip(suffixes, pick.mappings)}
+        requests.append(AllocationRequest(allocations, mappings))
+    return CandidateResult(requests, list(found.by_id.values()))
