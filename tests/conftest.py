@@ -77,6 +77,21 @@ def db_url(test_database) -> str:
     return test_database.url
 
 
+@pytest.fixture
+def private_engine(tmp_path_factory):
+    """A migrated database of its own, for tests that break invariants the
+    shared one keeps (e.g. deleting the standard names, whose ids caches
+    may hold for the life of the process)."""
+    db = _create_database(tmp_path_factory)
+    eng = make_engine(db.url)
+    migrate.upgrade(eng)
+    try:
+        yield eng
+    finally:
+        eng.dispose()
+        db.drop()
+
+
 @pytest.fixture(scope="session")
 def engine(db_url):
     eng = make_engine(db_url)

@@ -30,9 +30,12 @@ def _sync(db_url: str, barrier, errors) -> None:
         engine.dispose()
 
 
-def test_concurrent_sync_from_several_processes(db_url, engine):
-    # Start from a database without the standard names (no user data exists
-    # between tests, so nothing references them).
+def test_concurrent_sync_from_several_processes(private_engine):
+    # A database of its own, starting without the standard names: emptying
+    # the shared one would give its standard traits new ids on PostgreSQL and
+    # MySQL behind the back of caches that rightly assume they never change.
+    engine = private_engine
+    db_url = engine.url.render_as_string(hide_password=False)
     with engine.begin() as conn:
         conn.execute(delete(t.traits))
         conn.execute(delete(t.resource_classes))
