@@ -39,8 +39,9 @@ from billeting.placement.candidates.world import World
 def find(conn: Connection, request: CandidateRequest) -> CandidateResult:
     if any(amount > sql.MAX_AMOUNT for g in request.groups for amount in g.resources.values()):
         return empty_result()  # larger than any inventory can hold
-    world = world_mod.load(conn, request)
     needed = _needed(request)
+    # Without a bound the fleet is scanned with set-based joins (see world.load).
+    world = world_mod.load(conn, request, full_scan=needed is None)
     if _is_direct(request, world):
         return _direct(conn, request, world, needed)
     if needed is not None and world.sharing is None:
@@ -93,27 +94,48 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     form = sql.probe_form(conn.dialect.name) if bounded else sql.SET
     random_order = func.rand() if conn.dialect.name == "mysql" else func.random()
 
-    def query(plan: sql.Plan):
-        p = sql.P
+    def query(plan: sql.Plan, after: int = 0, batch: int = 0):
+        plan.mark("direct", sample, bounded)
+        scanned = None
+        if bounded:
+            # Look at one batch of providers by id; the LIMIT inside the
+            # subquery keeps the filters to that batch whatever the plan.
+            start, count = plan.bind(after, Integer), plan.bind(batch, Integer)
+            if plan.build:
+                scanned = (select(sql.P).where(sql.P.c.id > start).order_by(sql.P.c.id).limit(count)
+                           .subquery("scanned"))
+        p = scanned if scanned is not None else sql.P  # (the values-only pass needs no real columns)
         conds = sql.group_filters(plan, p, group, group.resources, tree_wide=tree_wide, own_traits=True,
                                   form=form)
         conds += sql.root_filter(plan, p.c.root_provider_id, request.root_required, request.root_forbidden,
                                  form=form)
-        plan.mark("direct", sample, needed is not None)
-        count = None
-        if sample:
-            # A uniform sample of the whole result, drawn by the database.
-            count = plan.bind(min(request.limit, sql.MAX_AMOUNT), Integer)
-        elif needed is not None:
-            count = plan.bind(min(needed, sql.MAX_AMOUNT), Integer)
+        count = plan.bind(min(request.limit, sql.MAX_AMOUNT), Integer) if sample else None
         if not plan.build:
             return None
-        statement = select(p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id).where(*conds)
-        statement = statement.order_by(random_order if sample else p.c.id)
-        return statement.limit(count) if count is not None else statement
+        columns = (p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id)
+        if bounded:
+            return select(*columns, sql.both(conds).label("ok")).order_by(p.c.id)
+        statement = select(*columns).where(*conds)
+        if sample:
+            # A uniform sample of the whole result, drawn by the database.
+            return statement.order_by(random_order).limit(count)
+        return statement.order_by(p.c.id)
 
-    statement, values = sql.prepare("direct", conn.dialect.name, query)
-    rows = conn.execute(statement, values).all()
+    if bounded:
+        rows = []
+        after, batch = 0, _first_batch(needed)
+        while len(rows) < needed:
+            statement, values = sql.prepare("direct", conn.dialect.name,
+                                            lambda plan: query(plan, after, batch))
+            scanned_rows = conn.execute(statement, values).all()
+            rows.extend(row[:4] for row in scanned_rows if row[4])
+            if len(scanned_rows) < batch:
+                break
+            after, batch = scanned_rows[-1][0], _next_batch(batch)
+        rows = rows[:needed]
+    else:
+        statement, values = sql.prepare("direct", conn.dialect.name, query)
+        rows = conn.execute(statement, values).all()
     if not sample:
         rows = _apply_limit(request, rows)
     if not rows:
@@ -136,23 +158,35 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
 
 # --- windowed and full ----------------------------------------------------------
 
+# Batches of rows looked at by the bounded scans: as many as results are
+# needed (most match), doubling while too few matched.
+_MAX_BATCH = 65536
+
+
+def _first_batch(needed: int) -> int:
+    return max(1, min(needed, _MAX_BATCH))
+
+
+def _next_batch(batch: int) -> int:
+    return min(batch * 2, _MAX_BATCH)
+
+
 def _windowed(conn: Connection, request: CandidateRequest, world: World,
               needed: int) -> tuple[list[Pick], dict[int, int]]:
     picks: list[Pick] = []
     root_of: dict[int, int] = {}
-    seen: set = set()
-    after, size = 0, max(needed, 1)
+    after, batch = 0, _first_batch(needed)
     while len(picks) < needed:
-        anchors = search.window_of_anchors(conn, request, world, after=after, size=size)
-        if not anchors:
+        anchors, last = search.window_of_anchors(conn, request, world, after=after, batch=batch)
+        if anchors:
+            found = search.collect(conn, request, world, anchors=anchors,
+                                   form=sql.probe_form(conn.dialect.name))
+            root_of.update(found.root_of)
+            combiner = _combiner(conn, request, found, anchors)
+            _enumerate(combiner, anchors, picks, None, needed)
+        if last is None:
             break
-        found = search.collect(conn, request, world, anchors=anchors, form=sql.probe_form(conn.dialect.name))
-        root_of.update(found.root_of)
-        combiner = _combiner(conn, request, found, anchors)
-        _enumerate(combiner, anchors, picks, seen, needed)
-        if len(anchors) < size:
-            break
-        after, size = anchors[-1], size * 2
+        after, batch = last, _next_batch(batch)
     return picks, root_of
 
 
@@ -162,7 +196,7 @@ def _full(conn: Connection, request: CandidateRequest, world: World,
     anchors = Combiner(request, found.groups, {}, {}, {}).anchors()
     combiner = _combiner(conn, request, found, anchors)
     picks: list[Pick] = []
-    _enumerate(combiner, anchors, picks, set(), needed)
+    _enumerate(combiner, anchors, picks, set() if world.sharing is not None else None, needed)
     return picks, found.root_of
 
 
@@ -175,13 +209,18 @@ def _combiner(conn: Connection, request: CandidateRequest, found: search.Found, 
     return Combiner(request, found.groups, found.root_of, parents, facts)
 
 
-def _enumerate(combiner: Combiner, anchors, picks: list[Pick], seen: set, needed: int | None) -> None:
+def _enumerate(combiner: Combiner, anchors, picks: list[Pick], seen: set | None, needed: int | None) -> None:
+    """Collect picks anchor by anchor until ``needed``. ``seen`` de-duplicates;
+    None when duplicates cannot happen: without sharing providers every tree
+    yields its own providers only, and two different combinations within a
+    tree always differ in their triples or their mappings."""
     for anchor in anchors:
         for pick in combiner.picks(anchor):
-            key = dedupe_key(pick)
-            if key in seen:
-                continue
-            seen.add(key)
+            if seen is not None:
+                key = dedupe_key(pick)
+                if key in seen:
+                    continue
+                seen.add(key)
             picks.append(pick)
             if needed is not None and len(picks) >= needed:
                 return

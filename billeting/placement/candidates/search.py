@@ -187,38 +187,52 @@ def _load_traits(conn: Connection, found: GroupCandidates) -> None:
     found.traits_of = traits_of
 
 
-def _window_query(plan: sql.Plan, request: CandidateRequest, world: World, after: int, size: int):
+def _window_query(plan: sql.Plan, request: CandidateRequest, world: World, after: int, batch: int):
     root, p = sql.ROOT, sql.P
     form = sql.probe_form(plan.dialect)
     start = plan.bind(after, Integer)
-    conds = [root.c.parent_provider_id.is_(None), root.c.id > start] if plan.build else []
-    conds += sql.root_filter(plan, root.c.id, request.root_required, request.root_forbidden, form=form)
+    count = plan.bind(batch, Integer)
+    scanned = None
+    if plan.build:
+        # The LIMIT inside the subquery fences the filters off from it: they
+        # run on this batch of roots only, whatever plan the database picks
+        # (on a freshly loaded fleet without statistics it would otherwise
+        # happily filter every root and sort afterwards).
+        scanned = (select(root.c.id).where(root.c.parent_provider_id.is_(None), root.c.id > start)
+                   .order_by(root.c.id).limit(count).subquery("scanned"))
+    anchor = scanned.c.id if plan.build else None
+    conds = sql.root_filter(plan, anchor, request.root_required, request.root_forbidden, form=form)
     for group in request.groups:
         tree_wide = is_tree_wide(group, world)
         for _rc, resources, own_traits in _parts(group, world):
             inner = sql.group_filters(plan, p, group, resources, tree_wide=tree_wide, own_traits=own_traits,
                                       form=form)
             if plan.build:
-                conds.append(sql.exists_(select(p.c.id).where(p.c.root_provider_id == root.c.id, *inner), form))
-    count = plan.bind(size, Integer)
+                conds.append(sql.exists_(select(p.c.id).where(p.c.root_provider_id == anchor, *inner), form))
     if not plan.build:
         return None
-    return select(root.c.id).where(*conds).order_by(root.c.id).limit(count)
+    return select(anchor, sql.both(conds).label("ok")).order_by(anchor)
 
 
 def window_of_anchors(conn: Connection, request: CandidateRequest, world: World, *,
-                      after: int, size: int) -> list[int]:
-    """The next ``size`` roots (by id, above ``after``) whose tree has, for every
-    group, some provider passing that group's per-provider filters.
+                      after: int, batch: int) -> tuple[list[int], int | None]:
+    """Look at the next ``batch`` roots by id above ``after``: return those
+    whose tree has, for every group, some provider passing that group's
+    per-provider filters, and the last root looked at (None when there were
+    no more roots).
 
     Necessary but not sufficient (traits spread over several providers, policy,
     same_subtree and re-checks come later), so callers keep asking for more
-    windows until they have enough results. Only valid without sharing
+    batches until they have enough results. Only valid without sharing
     providers, which could serve trees they are not part of.
     """
     statement, values = sql.prepare("window", conn.dialect.name,
-                                    lambda plan: _window_query(plan, request, world, after, size))
-    return list(conn.execute(statement, values).scalars())
+                                    lambda plan: _window_query(plan, request, world, after, batch))
+    rows = conn.execute(statement, values).all()
+    if not rows:
+        return [], None
+    last = rows[-1][0] if len(rows) == batch else None
+    return [root_id for root_id, ok in rows if ok], last
 
 
 def _parents_query(plan: sql.Plan, anchors: Collection[int]):

@@ -49,31 +49,33 @@ _ANY_SHARING = exists(select(RPT.c.resource_provider_id)
 # * no nested-loop joins: the planner cannot estimate the capacity test (a
 #   comparison of two expressions), guesses a third of the rows pass, and on
 #   a fleet-wide scan then picks nested loops that re-run the usage
-#   sub-select once per provider; hash joins read each set once. Per-row
-#   probes (the fenced EXISTS of the LIMIT paths) are not joins and keep
-#   their index lookups.
+#   sub-select once per provider; hash joins read each set once. Only for
+#   unbounded searches (``full_scan``): a search bounded by a limit probes a
+#   few rows by index, and hash joins would read whole tables instead.
 # * generic plans for prepared statements: the statements are prepared by the
 #   driver after a few executions, and planning a dozen semi-joins costs
 #   about as much as running them.
-_PG_SETTINGS = (func.set_config("enable_nestloop", "off", True).label("nestloop"),
-                func.set_config("plan_cache_mode", "force_generic_plan", True).label("plans"))
+_NO_NESTED_LOOPS = func.set_config("enable_nestloop", "off", True).label("nestloop")
+_GENERIC_PLANS = func.set_config("plan_cache_mode", "force_generic_plan", True).label("plans")
 
 
-def _flags(conn: Connection, with_sharing: bool):
+def _flags(conn: Connection, with_sharing: bool, full_scan: bool):
     columns = [_ANY_TREE, _ANY_SHARING] if with_sharing else [_ANY_TREE]
     if conn.dialect.name == "postgresql":
+        if full_scan:
+            columns.append(_NO_NESTED_LOOPS)
         # plan_cache_mode exists from PostgreSQL 12 on
-        modern = (conn.dialect.server_version_info or (0,)) >= (12,)
-        columns += _PG_SETTINGS if modern else _PG_SETTINGS[:1]
+        if (conn.dialect.server_version_info or (0,)) >= (12,):
+            columns.append(_GENERIC_PLANS)
     return select(*columns)
 
 
-def load(conn: Connection, request: CandidateRequest) -> World:
+def load(conn: Connection, request: CandidateRequest, *, full_scan: bool = True) -> World:
     shares_id = names.shares_trait_id(conn)
     if shares_id is None:
-        row = conn.execute(_flags(conn, False)).one()
+        row = conn.execute(_flags(conn, False, full_scan)).one()
         return World(bool(row.has_trees), None)
-    row = conn.execute(_flags(conn, True), {"shares": shares_id}).one()
+    row = conn.execute(_flags(conn, True, full_scan), {"shares": shares_id}).one()
     sharing = _load_sharing(conn, shares_id, request) if row.has_sharing else None
     return World(bool(row.has_trees), sharing)
 
