@@ -344,7 +344,9 @@ def count_statements(engine, work) -> int:
     "&same_subtree=_C,_F&limit=2",
     "resources=VCPU:1,DISK_GB:1&required=HW_CPU_X86_AVX2",
 ])
-def test_round_trips_do_not_grow_with_the_fleet(client, engine, query):
+def test_round_trips_do_not_grow_with_the_fleet(client, engine, query, monkeypatch):
+    # Bounded scans start at a random id; a wrap-around costs one more trip.
+    monkeypatch.setattr(engine_mod, "_scan_start", lambda world: 0)
     fleet = Fleet(client)
 
     def add_trees(start: int, count: int) -> None:
@@ -365,3 +367,45 @@ def test_round_trips_do_not_grow_with_the_fleet(client, engine, query):
     large = count_statements(engine, run)
     assert large == small
     assert small <= 9
+
+
+def _flat_and_nested(client, count: int) -> Fleet:
+    fleet = Fleet(client)
+    for i in range(count):
+        fleet.provider(f"cn{i}", inventory={"VCPU": 4, "MEMORY_MB": 512})
+    return fleet
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_limited_answers_start_at_random_points(client, nested):
+    """Concurrent schedulers asking the same limited question must not all be
+    handed the same first host (they would all race to claim it)."""
+    fleet = _flat_and_nested(client, 12)
+    if nested:  # a tree makes the windowed strategy answer the two-group query
+        fleet.provider("child", parent="cn0", inventory={"SRIOV_NET_VF": 2})
+        query = "resources=VCPU:1&resources_X=MEMORY_MB:64&group_policy=none&limit=1"
+    else:
+        query = "resources=VCPU:1,MEMORY_MB:64&limit=1"
+    firsts = set()
+    for _ in range(40):
+        resp = client.get(f"/allocation_candidates?{query}", mv="1.39")
+        assert resp.status == 200 and len(resp.json["allocation_requests"]) == 1
+        firsts.update(resp.json["allocation_requests"][0]["allocations"])
+    assert len(firsts) >= 4
+
+
+@pytest.mark.parametrize("start", ["first", "middle", "last"])
+def test_a_scan_that_starts_late_wraps_around_to_the_rest(client, monkeypatch, start):
+    fleet = _flat_and_nested(client, 9)
+
+    def scan_start(world):
+        return {"first": 0, "middle": (world.min_provider_id + world.max_provider_id) // 2,
+                "last": world.max_provider_id}[start]
+
+    monkeypatch.setattr(engine_mod, "_scan_start", scan_start)
+    for query in ("resources=VCPU:1&limit=9", "resources=VCPU:1&resources_X=MEMORY_MB:64&limit=9"
+                  "&group_policy=none"):
+        resp = client.get(f"/allocation_candidates?{query}", mv="1.39")
+        assert resp.status == 200
+        got = {uuid for ar in resp.json["allocation_requests"] for uuid in ar["allocations"]}
+        assert got == set(fleet.uuid.values())

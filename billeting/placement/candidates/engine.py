@@ -94,16 +94,17 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     form = sql.probe_form(conn.dialect.name) if bounded else sql.SET
     random_order = func.rand() if conn.dialect.name == "mysql" else func.random()
 
-    def query(plan: sql.Plan, after: int = 0, batch: int = 0):
+    def query(plan: sql.Plan, after: int = 0, upto: int = 0, batch: int = 0):
         plan.mark("direct", sample, bounded)
         scanned = None
         if bounded:
             # Look at one batch of providers by id; the LIMIT inside the
             # subquery keeps the filters to that batch whatever the plan.
-            start, count = plan.bind(after, Integer), plan.bind(batch, Integer)
+            low, high = plan.bind(after, Integer), plan.bind(upto, Integer)
+            count = plan.bind(batch, Integer)
             if plan.build:
-                scanned = (select(sql.P).where(sql.P.c.id > start).order_by(sql.P.c.id).limit(count)
-                           .subquery("scanned"))
+                scanned = (select(sql.P).where(sql.P.c.id > low, sql.P.c.id <= high)
+                           .order_by(sql.P.c.id).limit(count).subquery("scanned"))
         p = scanned if scanned is not None else sql.P  # (the values-only pass needs no real columns)
         conds = sql.group_filters(plan, p, group, group.resources, tree_wide=tree_wide, own_traits=True,
                                   form=form)
@@ -122,17 +123,14 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         return statement.order_by(p.c.id)
 
     if bounded:
-        rows = []
-        after, batch = 0, _first_batch(needed)
-        while len(rows) < needed:
+        def fetch(after: int, upto: int, batch: int, _wanted: int):
             statement, values = sql.prepare("direct", conn.dialect.name,
-                                            lambda plan: query(plan, after, batch))
+                                            lambda plan: query(plan, after, upto, batch))
             scanned_rows = conn.execute(statement, values).all()
-            rows.extend(row[:4] for row in scanned_rows if row[4])
-            if len(scanned_rows) < batch:
-                break
-            after, batch = scanned_rows[-1][0], _next_batch(batch)
-        rows = rows[:needed]
+            last = scanned_rows[-1][0] if len(scanned_rows) == batch else None
+            return [row[:4] for row in scanned_rows if row[4]], last
+
+        rows = _scan(fetch, needed, world)
     else:
         statement, values = sql.prepare("direct", conn.dialect.name, query)
         rows = conn.execute(statement, values).all()
@@ -156,11 +154,12 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     return CandidateResult(requests, list(found.by_id.values()))
 
 
-# --- windowed and full ----------------------------------------------------------
+# --- bounded scans ---------------------------------------------------------------
 
 # Batches of rows looked at by the bounded scans: as many as results are
 # needed (most match), doubling while too few matched.
 _MAX_BATCH = 65536
+_ABOVE_ALL_IDS = 2 ** 31 - 1
 
 
 def _first_batch(needed: int) -> int:
@@ -171,23 +170,52 @@ def _next_batch(batch: int) -> int:
     return min(batch * 2, _MAX_BATCH)
 
 
+def _scan_start(world: World) -> int:
+    # (an id below the lowest one starts at the beginning)
+    return random.randint(max(world.min_provider_id - 1, 0), max(world.max_provider_id, 0))
+
+
+def _scan(fetch, needed: int, world: World) -> list:
+    """Walk the id space in batches until ``needed`` results are found.
+
+    ``fetch(after, upto, batch, wanted)`` looks at the next ``batch`` ids in
+    ``(after, upto]`` and returns (results, last id looked at, or None once the
+    range is exhausted). The walk starts at a random id and wraps around, so
+    schedulers asking the same question at once get different hosts instead
+    of all racing to claim the first one (a limit without randomization
+    promises an arbitrary subset, spec 4.5).
+    """
+    start = _scan_start(world)
+    found: list = []
+    for after, upto in ((start, _ABOVE_ALL_IDS), (0, start)):
+        batch = _first_batch(needed)
+        while len(found) < needed:
+            results, last = fetch(after, upto, batch, needed - len(found))
+            found.extend(results)
+            if last is None:
+                break
+            after, batch = last, _next_batch(batch)
+    return found[:needed]
+
+
+# --- windowed and full ----------------------------------------------------------
+
 def _windowed(conn: Connection, request: CandidateRequest, world: World,
               needed: int) -> tuple[list[Pick], dict[int, int]]:
-    picks: list[Pick] = []
     root_of: dict[int, int] = {}
-    after, batch = 0, _first_batch(needed)
-    while len(picks) < needed:
-        anchors, last = search.window_of_anchors(conn, request, world, after=after, batch=batch)
+
+    def fetch(after: int, upto: int, batch: int, wanted: int):
+        anchors, last = search.window_of_anchors(conn, request, world, after=after, upto=upto, batch=batch)
+        picks: list[Pick] = []
         if anchors:
             found = search.collect(conn, request, world, anchors=anchors,
                                    form=sql.probe_form(conn.dialect.name))
             root_of.update(found.root_of)
             combiner = _combiner(conn, request, found, anchors)
-            _enumerate(combiner, anchors, picks, None, needed)
-        if last is None:
-            break
-        after, batch = last, _next_batch(batch)
-    return picks, root_of
+            _enumerate(combiner, anchors, picks, None, wanted)
+        return picks, last
+
+    return _scan(fetch, needed, world), root_of
 
 
 def _full(conn: Connection, request: CandidateRequest, world: World,

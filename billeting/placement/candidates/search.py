@@ -187,10 +187,10 @@ def _load_traits(conn: Connection, found: GroupCandidates) -> None:
     found.traits_of = traits_of
 
 
-def _window_query(plan: sql.Plan, request: CandidateRequest, world: World, after: int, batch: int):
+def _window_query(plan: sql.Plan, request: CandidateRequest, world: World, after: int, upto: int, batch: int):
     root, p = sql.ROOT, sql.P
     form = sql.probe_form(plan.dialect)
-    start = plan.bind(after, Integer)
+    start, end = plan.bind(after, Integer), plan.bind(upto, Integer)
     count = plan.bind(batch, Integer)
     scanned = None
     if plan.build:
@@ -198,7 +198,8 @@ def _window_query(plan: sql.Plan, request: CandidateRequest, world: World, after
         # run on this batch of roots only, whatever plan the database picks
         # (on a freshly loaded fleet without statistics it would otherwise
         # happily filter every root and sort afterwards).
-        scanned = (select(root.c.id).where(root.c.parent_provider_id.is_(None), root.c.id > start)
+        scanned = (select(root.c.id).where(root.c.parent_provider_id.is_(None), root.c.id > start,
+                                          root.c.id <= end)
                    .order_by(root.c.id).limit(count).subquery("scanned"))
     anchor = scanned.c.id if plan.build else None
     conds = sql.root_filter(plan, anchor, request.root_required, request.root_forbidden, form=form)
@@ -215,8 +216,8 @@ def _window_query(plan: sql.Plan, request: CandidateRequest, world: World, after
 
 
 def window_of_anchors(conn: Connection, request: CandidateRequest, world: World, *,
-                      after: int, batch: int) -> tuple[list[int], int | None]:
-    """Look at the next ``batch`` roots by id above ``after``: return those
+                      after: int, upto: int, batch: int) -> tuple[list[int], int | None]:
+    """Look at the next ``batch`` roots by id in ``(after, upto]``: return those
     whose tree has, for every group, some provider passing that group's
     per-provider filters, and the last root looked at (None when there were
     no more roots).
@@ -227,7 +228,7 @@ def window_of_anchors(conn: Connection, request: CandidateRequest, world: World,
     providers, which could serve trees they are not part of.
     """
     statement, values = sql.prepare("window", conn.dialect.name,
-                                    lambda plan: _window_query(plan, request, world, after, batch))
+                                    lambda plan: _window_query(plan, request, world, after, upto, batch))
     rows = conn.execute(statement, values).all()
     if not rows:
         return [], None

@@ -39,9 +39,14 @@ class Sharing:
 class World:
     has_trees: bool
     sharing: Sharing | None  # None when no provider shares anything
+    # The range of provider ids: bounded scans start at a random point in it.
+    min_provider_id: int = 0
+    max_provider_id: int = 0
 
 
 _ANY_TREE = exists(select(RP.c.id).where(RP.c.parent_provider_id.is_not(None))).label("has_trees")
+_MIN_ID = select(func.min(RP.c.id)).scalar_subquery().label("min_id")
+_MAX_ID = select(func.max(RP.c.id)).scalar_subquery().label("max_id")
 _ANY_SHARING = exists(select(RPT.c.resource_provider_id)
                       .where(RPT.c.trait_id == bindparam("shares", type_=Integer))).label("has_sharing")
 # PostgreSQL: the same round trip also sets, for the rest of this read
@@ -60,7 +65,9 @@ _GENERIC_PLANS = func.set_config("plan_cache_mode", "force_generic_plan", True).
 
 
 def _flags(conn: Connection, with_sharing: bool, full_scan: bool):
-    columns = [_ANY_TREE, _ANY_SHARING] if with_sharing else [_ANY_TREE]
+    columns = [_ANY_TREE, _MIN_ID, _MAX_ID]
+    if with_sharing:
+        columns.append(_ANY_SHARING)
     if conn.dialect.name == "postgresql":
         if full_scan:
             columns.append(_NO_NESTED_LOOPS)
@@ -74,10 +81,10 @@ def load(conn: Connection, request: CandidateRequest, *, full_scan: bool = True)
     shares_id = names.shares_trait_id(conn)
     if shares_id is None:
         row = conn.execute(_flags(conn, False, full_scan)).one()
-        return World(bool(row.has_trees), None)
+        return World(bool(row.has_trees), None, row.min_id or 0, row.max_id or 0)
     row = conn.execute(_flags(conn, True, full_scan), {"shares": shares_id}).one()
     sharing = _load_sharing(conn, shares_id, request) if row.has_sharing else None
-    return World(bool(row.has_trees), sharing)
+    return World(bool(row.has_trees), sharing, row.min_id or 0, row.max_id or 0)
 
 
 def _ids(conn: Connection, col, ids) -> tuple:
