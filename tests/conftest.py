@@ -119,6 +119,19 @@ def _clean_database(request):
         wipe(request.getfixturevalue("engine"))
 
 
+@pytest.fixture(params=["one-query", "cached"])
+def summary_paths(request, monkeypatch):
+    """Runs a candidates test twice: with provider summaries read in one query
+    (small answers) and through the per-process summary cache (large ones)."""
+    from billeting.placement.candidates import summary_cache
+
+    summary_cache.clear()
+    if request.param == "cached":
+        monkeypatch.setattr(summary_cache, "MIN_SCOPE", 0)
+    yield request.param
+    summary_cache.clear()
+
+
 @pytest.fixture
 def settings(db_url) -> Settings:
     return Settings(db=db_url)

@@ -6,6 +6,9 @@ import pytest
 
 from tests.api.test_allocation_candidates_fleet import AGG, Fleet, alloc, expect
 
+# Every test here runs with summaries read directly and through the cache.
+pytestmark = pytest.mark.usefixtures("summary_paths")
+
 AC = "/allocation_candidates"
 
 

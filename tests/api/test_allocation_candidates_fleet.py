@@ -8,6 +8,9 @@ import uuid as uuidlib
 
 import pytest
 
+# Every test here runs with summaries read directly and through the cache.
+pytestmark = pytest.mark.usefixtures("summary_paths")
+
 AGG = "a1f5c0de-0000-4000-8000-000000000001"
 AGG2 = "a1f5c0de-0000-4000-8000-000000000002"
 

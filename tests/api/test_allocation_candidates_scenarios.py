@@ -10,6 +10,9 @@ from billeting.placement.api.app import make_app
 from tests.api.test_allocation_candidates_fleet import AGG, AGG2, Fleet, alloc, expect
 from tests.conftest import PlacementClient
 
+# Every test here runs with summaries read directly and through the cache.
+pytestmark = pytest.mark.usefixtures("summary_paths")
+
 AC = "/allocation_candidates"
 EMPTY = {"allocation_requests": [], "provider_summaries": {}}
 

@@ -24,7 +24,7 @@ import random
 
 from sqlalchemy import Connection, Integer, func, select
 
-from billeting.placement.candidates import names, search, sql, summaries, world as world_mod
+from billeting.placement.candidates import names, search, sql, summaries, summary_cache, world as world_mod
 from billeting.placement.candidates.combine import Combiner, Pick, dedupe_key, shared_pairs
 from billeting.placement.candidates.model import (
     AllocationRequest,
@@ -113,7 +113,7 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         count = plan.bind(min(request.limit, sql.MAX_AMOUNT), Integer) if sample else None
         if not plan.build:
             return None
-        columns = (p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id)
+        columns = summary_cache.row_columns(p)
         if bounded:
             return select(*columns, sql.both(conds).label("ok")).order_by(p.c.id)
         statement = select(*columns).where(*conds)
@@ -128,7 +128,7 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
                                             lambda plan: query(plan, after, upto, batch))
             scanned_rows = conn.execute(statement, values).all()
             last = scanned_rows[-1][0] if len(scanned_rows) == batch else None
-            return [row[:4] for row in scanned_rows if row[4]], last
+            return [row[:-1] for row in scanned_rows if row[-1]], last
 
         rows = _scan(fetch, needed, world)
     else:

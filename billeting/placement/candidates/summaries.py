@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 import orjson
 
-from billeting.placement.candidates import names, sql
+from billeting.placement.candidates import names, sql, summary_cache
 from billeting.placement.candidates.combine import Fact
 from billeting.placement.candidates.model import Capacity, ProviderSummary
 from billeting.placement.store import tables as t
@@ -55,15 +55,17 @@ def _in_scope(plan: sql.Plan, col, roots: sql.IdSet | None, provider_ids: sql.Id
     return col.in_(select(p.c.id).where(trees)) if plan.build else None
 
 
-def _providers_query(plan: sql.Plan, roots, provider_ids):
+def _providers_query(plan: sql.Plan, roots, provider_ids, for_cache: bool = False):
     p = sql.SCOPE
-    plan.mark("roots" if roots is not None else "ids")
+    plan.mark("roots" if roots is not None else "ids", for_cache)
     if roots is not None:
         scope = sql.ids_in(plan, p.c.root_provider_id, roots)
     else:
         scope = sql.ids_in(plan, p.c.id, provider_ids)
     if plan.build:
-        return select(p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id).where(scope)
+        columns = (summary_cache.row_columns(p) if for_cache
+                   else (p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id))
+        return select(*columns).where(scope)
 
 
 def _details_query(plan: sql.Plan, roots, provider_ids, classes, with_traits: bool):
@@ -197,14 +199,27 @@ def load(conn: Connection, *, roots: Collection[int] | None = None,
          with_traits: bool = True, known: list | None = None) -> Summaries:
     """Summaries of every provider in the ``roots`` trees, or of exactly
     ``provider_ids``. ``classes`` limits the resources listed (mv < 1.27).
-    ``known`` rows ``(id, uuid, parent id, root id)`` of exactly the providers
-    to summarize spare the query for them."""
+    ``known`` rows (laid out as ``summary_cache.row_columns``) of exactly the
+    providers to summarize spare the query for them.
+
+    Large scopes are served through ``summary_cache``; small ones with one
+    query (two without ``known``)."""
     dialect = conn.dialect.name
     if known is not None:
+        if len(known) >= summary_cache.MIN_SCOPE:
+            return Summaries(*summary_cache.summarize(conn, known, classes))
         roots, provider_ids = None, sql.IdSet(row[0] for row in known)
+        known = [row[:4] for row in known]
     else:
         roots = sql.IdSet(roots) if roots is not None else None
         provider_ids = sql.IdSet(provider_ids or ()) if roots is None else None
+        # (a tree holds a few providers: a few roots are enough)
+        if len(roots if roots is not None else provider_ids) * (4 if roots is not None else 1) >= \
+                summary_cache.MIN_SCOPE:
+            statement, values = sql.prepare("summary_providers", dialect,
+                                            lambda plan: _providers_query(plan, roots, provider_ids, True))
+            rows = conn.execute(statement, values).all()
+            return Summaries(*summary_cache.summarize(conn, rows, classes))
     if dialect in ("postgresql", "sqlite"):
         rows, resources, traits = _json_summaries(conn, known, roots, provider_ids, classes, with_traits)
     else:

@@ -1,0 +1,252 @@
+"""Provider summaries (spec 4.6) for large answers, from a per-process cache.
+
+A full answer over a big fleet summarizes thousands of providers that mostly
+did not change since the previous request. Re-reading and re-rendering every
+one of them was most of the cost of such an answer; here only usage is read
+for the whole scope, and only providers that changed are read in full.
+
+What a summary shows, and what tells that a cached one is still right:
+
+* capacities (inventories) and traits: every change to them bumps the
+  provider's generation in the same transaction (spec 1.10). An entry is
+  valid while the provider row read by the request has the same uuid,
+  generation and creation time (the creation time tells apart a provider
+  that was deleted and re-created under the same id and uuid).
+* parent and root: reparenting does not bump generations, so an entry also
+  records the parent and root ids it was made for (uuids never change).
+* usage: allocations can shrink without any generation change (``DELETE
+  /allocations``, a consumer moving elsewhere), so usage is never trusted
+  from the cache. It is summed for the whole scope on every request; an
+  entry only remembers the usage its rendered ``resources`` were made with,
+  and is re-rendered when that differs.
+* resource class names: a custom class can be renamed (mv 1.2-1.6) without
+  any generation change. The cache remembers the custom names it was filled
+  under and empties itself when they differ. Trait names never change.
+
+The cache is bounded: it empties itself when it reaches ``MAX_ENTRIES``.
+Threads share it; entries are immutable and replaced whole.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from orjson import Fragment
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Engine,
+    Float,
+    Integer,
+    String,
+    cast,
+    func,
+    literal_column,
+    null,
+    select,
+    union_all,
+)
+
+from billeting.placement.candidates import names, sql
+from billeting.placement.candidates.model import ProviderSummary
+from billeting.placement.store import tables as t
+
+MAX_ENTRIES = 100_000
+# Smaller scopes are summarized in one query (summaries.load): the cache's
+# extra round trips would cost more than they save.
+MIN_SCOPE = 64
+
+
+@dataclass(slots=True, frozen=True)
+class _Entry:
+    key: tuple  # a provider row without its id (see row_columns)
+    capacities: tuple[tuple[int, int], ...]  # (class id, capacity) in class id order
+    traits: Fragment
+    usage: tuple[tuple[int, int], ...]  # (class id, used) that ``summary`` shows
+    # every class; None when the parent or root uuid was not known
+    summary: ProviderSummary | None
+
+
+class _Cache:
+    def __init__(self) -> None:
+        self.entries: dict[int, _Entry] = {}
+        self.custom_names: tuple = ()
+
+
+_CACHES: "weakref.WeakKeyDictionary[Engine, _Cache]" = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def _cache(conn: Connection) -> _Cache:
+    engine = conn.engine
+    found = _CACHES.get(engine)
+    if found is None:
+        with _LOCK:
+            found = _CACHES.setdefault(engine, _Cache())
+    return found
+
+
+def clear() -> None:
+    with _LOCK:
+        _CACHES.clear()
+
+
+# --- queries --------------------------------------------------------------------
+
+def row_columns(p) -> tuple:
+    """What a request reads about each provider in scope: (id, uuid, parent
+    id, root id, generation, creation time as text). Everything after the id
+    is what a cached summary must match (see the module docstring)."""
+    return (p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id, p.c.generation,
+            cast(p.c.created_at, String))
+
+
+def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet):
+    """Usage per (provider, class) in scope (kind 0), and every custom class
+    name (kind 1), in one round trip."""
+    alloc, rc = sql.ALLOC, t.resource_classes
+    in_scope = sql.ids_in(plan, alloc.c.resource_provider_id, scope)
+    custom = plan.bind(t.CUSTOM_RC_START_ID, Integer)
+    if not plan.build:
+        return None
+    usage = (select(literal_column("0").label("kind"), alloc.c.resource_provider_id, alloc.c.resource_class_id,
+                    cast(func.sum(alloc.c.used), BigInteger), cast(null(), String))
+             .where(in_scope)
+             .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id))
+    classes = select(literal_column("1"), cast(null(), Integer), rc.c.id, cast(null(), BigInteger),
+                     rc.c.name).where(rc.c.id >= custom)
+    return union_all(usage, classes)
+
+
+def _static_query(plan: sql.Plan, ids: sql.IdSet):
+    """Capacities (kind 0) and traits (kind 1) of the given providers."""
+    inv, rpt = sql.INV, sql.RPT
+    inv_scope = sql.ids_in(plan, inv.c.resource_provider_id, ids)
+    trait_scope = sql.ids_in(plan, rpt.c.resource_provider_id, ids)
+    if not plan.build:
+        return None
+    inventories = select(literal_column("0").label("kind"), inv.c.resource_provider_id, inv.c.resource_class_id,
+                         inv.c.total, inv.c.reserved, inv.c.allocation_ratio).where(inv_scope)
+    traits = select(literal_column("1"), rpt.c.resource_provider_id, rpt.c.trait_id, cast(null(), BigInteger),
+                    cast(null(), BigInteger), cast(null(), Float)).where(trait_scope)
+    return union_all(inventories, traits)
+
+
+# --- rendering ------------------------------------------------------------------
+
+def _resources(capacities, usage: dict[int, int], rc_name: dict[int, str], classes=None) -> Fragment:
+    # Names are [A-Z0-9_] only (spec 1.3): nothing to escape.
+    return Fragment("{" + ",".join(
+        f'"{rc_name[rc]}":{{"capacity":{capacity},"used":{usage.get(rc, 0)}}}'
+        for rc, capacity in capacities if classes is None or rc in classes) + "}")
+
+
+def _traits(trait_names: Sequence[str]) -> Fragment:
+    return Fragment("[" + ",".join(f'"{name}"' for name in sorted(trait_names)) + "]")
+
+
+# --- loading --------------------------------------------------------------------
+
+def summarize(conn: Connection, rows: Sequence, classes=None) -> tuple[dict[int, ProviderSummary], dict[int, str]]:
+    """Summaries of exactly the providers of ``rows`` (laid out as
+    ``row_columns``), keyed by provider id, and their uuids."""
+    cache = _cache(conn)
+    usage, custom_names = _usage_and_names(conn, rows)
+    entries = cache.entries
+    if custom_names != cache.custom_names or len(entries) + len(rows) > MAX_ENTRIES:
+        with _LOCK:
+            cache.entries = entries = {}
+            cache.custom_names = custom_names
+    uuid_of = {row[0]: row[1] for row in rows}
+    maker = _Maker(conn, entries, usage, uuid_of, classes)
+    by_id: dict[int, ProviderSummary] = {}
+    stale = []
+    get = entries.get
+    for row in rows:
+        provider_id = row[0]
+        entry = get(provider_id)
+        if entry is None or entry.key != row[1:]:
+            stale.append(row)
+        elif classes is None and provider_id not in usage and not entry.usage and entry.summary is not None:
+            by_id[provider_id] = entry.summary  # the common case: nothing changed, nothing used
+        else:
+            by_id[provider_id] = maker.summary(row, entry)
+    if stale:
+        for row, entry in _fill(conn, stale, maker.rc_name):
+            entries[row[0]] = entry
+            by_id[row[0]] = maker.summary(row, entry)
+    return by_id, uuid_of
+
+
+def _usage_and_names(conn: Connection, rows: Sequence) -> tuple[dict[int, dict[int, int]], tuple]:
+    scope = sql.IdSet(row[0] for row in rows)
+    statement, values = sql.prepare("summary_usage", conn.dialect.name,
+                                    lambda plan: _usage_and_names_query(plan, scope))
+    usage: dict[int, dict[int, int]] = {}
+    custom: list[tuple[int, str]] = []
+    for kind, provider_id, rc_id, used, name in conn.execute(statement, values).all():
+        if kind == 0:
+            usage.setdefault(provider_id, {})[rc_id] = int(used)
+        else:
+            custom.append((rc_id, name))
+    return usage, tuple(sorted(custom))
+
+
+class _Maker:
+    """Builds (and caches) the summaries that cannot be taken as they are."""
+
+    def __init__(self, conn: Connection, entries: dict[int, _Entry], usage: dict[int, dict[int, int]],
+                 uuid_of: dict[int, str], classes) -> None:
+        self.conn, self.entries, self.usage, self.uuid_of, self.classes = conn, entries, usage, uuid_of, classes
+        self.rc_name: dict[int, str] = {}
+
+    def _names(self, entry: _Entry) -> dict[int, str]:
+        rc_name = self.rc_name
+        unknown = [rc for rc, _ in entry.capacities if rc not in rc_name]
+        if unknown:
+            rc_name.update(names.rc_names(self.conn, unknown))
+        return rc_name
+
+    def summary(self, row, entry: _Entry) -> ProviderSummary:
+        provider_id, uuid, parent_id, root_id = row[:4]
+        used = self.usage.get(provider_id) or {}
+        used_key = tuple(sorted(used.items()))
+        if self.classes is not None:
+            resources = _resources(entry.capacities, used, self._names(entry), self.classes)
+        elif entry.summary is not None and entry.usage == used_key:
+            return entry.summary
+        else:
+            resources = _resources(entry.capacities, used, self._names(entry))
+        uuid_of = self.uuid_of
+        parent_uuid = uuid_of.get(parent_id) if parent_id is not None else None
+        root_uuid = uuid_of.get(root_id)
+        summary = ProviderSummary(uuid=uuid, parent_uuid=parent_uuid, root_uuid=root_uuid or uuid,
+                                  resources=resources, traits=entry.traits)
+        # Kept only when it shows every class and its parent and root are known
+        # (scopes below mv 1.29 may leave them out; those summaries omit them).
+        if self.classes is None and root_uuid is not None and (parent_id is None or parent_uuid is not None):
+            self.entries[provider_id] = _Entry(entry.key, entry.capacities, entry.traits, used_key, summary)
+        return summary
+
+
+def _fill(conn: Connection, stale: list, rc_name: dict[int, str]) -> list[tuple[tuple, _Entry]]:
+    """Read capacities and traits of the ``stale`` rows' providers afresh."""
+    ids = sql.IdSet(row[0] for row in stale)
+    statement, values = sql.prepare("summary_static", conn.dialect.name, lambda plan: _static_query(plan, ids))
+    capacities: dict[int, list[tuple[int, int]]] = {row[0]: [] for row in stale}
+    trait_ids: dict[int, list[int]] = {row[0]: [] for row in stale}
+    for kind, provider_id, item, total, reserved, ratio in conn.execute(statement, values).all():
+        if kind == 0:
+            capacities[provider_id].append((item, int((total - reserved) * ratio)))
+        else:
+            trait_ids[provider_id].append(item)
+    wanted = {rc for found in capacities.values() for rc, _ in found} - rc_name.keys()
+    if wanted:
+        rc_name.update(names.rc_names(conn, wanted))
+    all_traits = {trait for found in trait_ids.values() for trait in found}
+    trait_name = names.trait_names(conn, all_traits) if all_traits else {}
+    return [(row, _Entry(row[1:], tuple(sorted(capacities[row[0]])),
+                         _traits([trait_name[trait] for trait in trait_ids[row[0]]]), (), None))
+            for row in stale]
