@@ -68,6 +68,14 @@ def test_inventory_changes_show(client):
     assert got == {"VCPU": {"capacity": 32, "used": 0}, "DISK_GB": {"capacity": 100, "used": 0}}
 
 
+@pytest.fixture(params=["scoped", "everything"])
+def usage_reads(request, monkeypatch):
+    """Usage summed for the providers in scope, or for all (large scopes)."""
+    if request.param == "everything":
+        monkeypatch.setattr(summary_cache, "_SCOPED_USAGE_MAX", 0)
+
+
+@pytest.mark.usefixtures("usage_reads")
 def test_usage_going_up_and_down_shows(client):
     fleet = two_hosts(client)
     summaries(client)
@@ -80,6 +88,7 @@ def test_usage_going_up_and_down_shows(client):
     assert got == {"VCPU": {"capacity": 8, "used": 0}, "MEMORY_MB": {"capacity": 1024, "used": 0}}
 
 
+@pytest.mark.usefixtures("usage_reads")
 def test_a_consumer_moving_away_frees_the_old_provider(client):
     fleet = two_hosts(client)
     consumer = fleet.allocate({"cn1": {"VCPU": 2}})

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import orjson
+from orjson import Fragment
 from sqlalchemy import Connection
 
 from billeting.placement import candidates, errors
@@ -299,31 +301,45 @@ def _render_requests(requests, mv: tuple[int, int]) -> list:
             for ar in requests]
 
 
-def _render_single(requests: candidates.SingleProviderRequests, mv: tuple[int, int]) -> list:
-    # One shared inner object for all requests: orjson writes it out each time.
-    resources = requests.resources
+def _render_single(requests: candidates.SingleProviderRequests, mv: tuple[int, int]):
+    """Every request takes the same resources from one provider: written out
+    as one JSON fragment from a template (provider uuids, class names and
+    group suffixes need no escaping beyond what orjson gives the suffix)."""
+    resources = orjson.dumps(requests.resources).decode()
     if mv < (1, 12):
-        return [{"allocations": [{"resource_provider": {"uuid": uuid}, "resources": resources}]}
-                for uuid in requests.providers]
-    wrapped = {"resources": resources}
+        template = '{"allocations":[{"resource_provider":{"uuid":"%s"},"resources":' + resources + '}]}'
+        return Fragment("[" + ",".join([template % uuid for uuid in requests.providers]) + "]")
+    head = '{"allocations":{"%s":{"resources":' + resources + "}}"
     if mv < (1, 34):
-        return [{"allocations": {uuid: wrapped}} for uuid in requests.providers]
-    suffix = requests.suffix
-    return [{"allocations": {uuid: wrapped}, "mappings": {suffix: [uuid]}} for uuid in requests.providers]
+        return Fragment("[" + ",".join([head % uuid + "}" for uuid in requests.providers]) + "]")
+    template = head + ',"mappings":{' + orjson.dumps(requests.suffix).decode() + ':["%s"]}}'
+    return Fragment("[" + ",".join([template % (uuid, uuid) for uuid in requests.providers]) + "]")
+
+
+def _summary_shape(mv: tuple[int, int]) -> int:
+    return 29 if mv >= (1, 29) else 17 if mv >= (1, 17) else 0
+
+
+def _wire_summary(s: candidates.ProviderSummary, shape: int) -> Fragment:
+    wire = s.wire.get(shape)
+    if wire is None:
+        if shape == 29:
+            body = {"resources": s.resources, "traits": s.traits,
+                    "parent_provider_uuid": s.parent_uuid, "root_provider_uuid": s.root_uuid}
+        elif shape == 17:
+            body = {"resources": s.resources, "traits": s.traits}
+        else:
+            body = {"resources": s.resources}
+        wire = s.wire[shape] = Fragment(orjson.dumps(body))
+    return wire
 
 
 def render(result: candidates.CandidateResult, mv: tuple[int, int]) -> dict:
-    """Plain dicts and lists in the shape of ``mv``."""
+    """The answer in the shape of ``mv``: plain dicts and lists, with parts
+    already serialized as JSON fragments."""
     requests = _render_requests(result.allocation_requests, mv)
-    if mv >= (1, 29):
-        summaries = {s.uuid: {"resources": s.resources, "traits": s.traits,
-                              "parent_provider_uuid": s.parent_uuid, "root_provider_uuid": s.root_uuid}
-                     for s in result.provider_summaries}
-    elif mv >= (1, 17):
-        summaries = {s.uuid: {"resources": s.resources, "traits": s.traits}
-                     for s in result.provider_summaries}
-    else:
-        summaries = {s.uuid: {"resources": s.resources} for s in result.provider_summaries}
+    shape = _summary_shape(mv)
+    summaries = {s.uuid: _wire_summary(s, shape) for s in result.provider_summaries}
     return {"allocation_requests": requests, "provider_summaries": summaries}
 
 

@@ -71,6 +71,9 @@ class ProviderSummary:
     # already-serialized JSON of that shape (an orjson.Fragment)
     resources: dict[str, Capacity] | Fragment
     traits: list[str] | Fragment
+    # Its serialized forms, by response shape, memoized by the HTTP layer:
+    # cached summaries are sent again and again unchanged.
+    wire: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(slots=True)

@@ -57,6 +57,7 @@ MAX_ENTRIES = 100_000
 # Smaller scopes are summarized in one query (summaries.load): the cache's
 # extra round trips would cost more than they save.
 MIN_SCOPE = 64
+_SCOPED_USAGE_MAX = 1000
 
 
 @dataclass(slots=True, frozen=True)
@@ -107,14 +108,19 @@ def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet):
     """Usage per (provider, class) in scope (kind 0), and every custom class
     name (kind 1), in one round trip."""
     alloc, rc = sql.ALLOC, t.resource_classes
-    in_scope = sql.ids_in(plan, alloc.c.resource_provider_id, scope)
+    # A large scope is most of the fleet: summing every allocation costs less
+    # than sending and matching thousands of ids.
+    everything = len(scope) > _SCOPED_USAGE_MAX
+    plan.mark(everything)
+    in_scope = None if everything else sql.ids_in(plan, alloc.c.resource_provider_id, scope)
     custom = plan.bind(t.CUSTOM_RC_START_ID, Integer)
     if not plan.build:
         return None
     usage = (select(literal_column("0").label("kind"), alloc.c.resource_provider_id, alloc.c.resource_class_id,
                     cast(func.sum(alloc.c.used), BigInteger), cast(null(), String))
-             .where(in_scope)
              .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id))
+    if in_scope is not None:
+        usage = usage.where(in_scope)
     classes = select(literal_column("1"), cast(null(), Integer), rc.c.id, cast(null(), BigInteger),
                      rc.c.name).where(rc.c.id >= custom)
     return union_all(usage, classes)
