@@ -306,14 +306,16 @@ def _render_single(requests: candidates.SingleProviderRequests, mv: tuple[int, i
     as one JSON fragment from a template (provider uuids, class names and
     group suffixes need no escaping beyond what orjson gives the suffix)."""
     resources = orjson.dumps(requests.resources).decode()
+    providers = requests.providers
     if mv < (1, 12):
-        template = '{"allocations":[{"resource_provider":{"uuid":"%s"},"resources":' + resources + '}]}'
-        return Fragment("[" + ",".join([template % uuid for uuid in requests.providers]) + "]")
-    head = '{"allocations":{"%s":{"resources":' + resources + "}}"
+        head, tail = '{"allocations":[{"resource_provider":{"uuid":"', '"},"resources":' + resources + "}]}"
+        return Fragment("[" + ",".join([f"{head}{uuid}{tail}" for uuid in providers]) + "]")
+    head, tail = '{"allocations":{"', '":{"resources":' + resources + "}}"
     if mv < (1, 34):
-        return Fragment("[" + ",".join([head % uuid + "}" for uuid in requests.providers]) + "]")
-    template = head + ',"mappings":{' + orjson.dumps(requests.suffix).decode() + ':["%s"]}}'
-    return Fragment("[" + ",".join([template % (uuid, uuid) for uuid in requests.providers]) + "]")
+        tail += "}"
+        return Fragment("[" + ",".join([f"{head}{uuid}{tail}" for uuid in providers]) + "]")
+    middle, end = tail + ',"mappings":{' + orjson.dumps(requests.suffix).decode() + ':["', '"]}}'
+    return Fragment("[" + ",".join([f"{head}{uuid}{middle}{uuid}{end}" for uuid in providers]) + "]")
 
 
 def _summary_shape(mv: tuple[int, int]) -> int:

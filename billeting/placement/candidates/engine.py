@@ -138,19 +138,17 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         rows = _apply_limit(request, rows)
     if not rows:
         return empty_result()
-    provider_ids = [row[0] for row in rows]
     if world.has_trees and request.nested_aware:
-        found = _summaries(conn, request, {row[3] for row in rows}, set(provider_ids))
+        found = _summaries(conn, request, {row[3] for row in rows}, {row[0] for row in rows})
     else:
         # Every tree is the provider itself, or only used providers are shown.
         found = summaries.load(conn, known=rows, classes=_summary_classes(request),
                                with_traits=request.summary_traits)
-    uuid_of = found.uuid_of
     rc_name = names.rc_names(conn, group.resources)
     # Every request allocates the same amounts: share one dict between them.
     resources = {rc_name[rc]: amount for rc, amount in group.resources.items()}
     suffix = group.suffix
-    requests = SingleProviderRequests(suffix, resources, [uuid_of[p_id] for p_id in provider_ids])
+    requests = SingleProviderRequests(suffix, resources, [row[1] for row in rows])
     return CandidateResult(requests, list(found.by_id.values()))
 
 

@@ -104,15 +104,12 @@ def row_columns(p) -> tuple:
             cast(p.c.created_at, String))
 
 
-def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet):
-    """Usage per (provider, class) in scope (kind 0), and every custom class
-    name (kind 1), in one round trip."""
+def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet | None):
+    """Usage per (provider, class) in scope (None: every provider; kind 0),
+    and every custom class name (kind 1), in one round trip."""
     alloc, rc = sql.ALLOC, t.resource_classes
-    # A large scope is most of the fleet: summing every allocation costs less
-    # than sending and matching thousands of ids.
-    everything = len(scope) > _SCOPED_USAGE_MAX
-    plan.mark(everything)
-    in_scope = None if everything else sql.ids_in(plan, alloc.c.resource_provider_id, scope)
+    plan.mark(scope is None)
+    in_scope = None if scope is None else sql.ids_in(plan, alloc.c.resource_provider_id, scope)
     custom = plan.bind(t.CUSTOM_RC_START_ID, Integer)
     if not plan.build:
         return None
@@ -187,7 +184,9 @@ def summarize(conn: Connection, rows: Sequence, classes=None) -> tuple[dict[int,
 
 
 def _usage_and_names(conn: Connection, rows: Sequence) -> tuple[dict[int, dict[int, int]], tuple]:
-    scope = sql.IdSet(row[0] for row in rows)
+    # A large scope is most of the fleet: summing every allocation costs less
+    # than sending and matching thousands of ids.
+    scope = sql.IdSet(row[0] for row in rows) if len(rows) <= _SCOPED_USAGE_MAX else None
     statement, values = sql.prepare("summary_usage", conn.dialect.name,
                                     lambda plan: _usage_and_names_query(plan, scope))
     usage: dict[int, dict[int, int]] = {}
