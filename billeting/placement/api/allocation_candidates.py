@@ -332,7 +332,8 @@ def _wire_summary(s: candidates.ProviderSummary, shape: int) -> Fragment:
             body = {"resources": s.resources, "traits": s.traits}
         else:
             body = {"resources": s.resources}
-        wire = s.wire[shape] = Fragment(orjson.dumps(body))
+        # (decoded: orjson's bytes keep a buffer of at least 1 KB, a str is exact)
+        wire = s.wire[shape] = Fragment(orjson.dumps(body).decode())
     return wire
 
 

@@ -53,7 +53,7 @@ from billeting.placement.candidates import names, sql
 from billeting.placement.candidates.model import ProviderSummary
 from billeting.placement.store import tables as t
 
-MAX_ENTRIES = 100_000
+MAX_ENTRIES = 50_000
 # Smaller scopes are summarized in one query (summaries.load): the cache's
 # extra round trips would cost more than they save.
 MIN_SCOPE = 64
