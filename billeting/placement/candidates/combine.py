@@ -75,6 +75,10 @@ class Combiner:
         self.subtrees = [tuple(index[s] for s in sorted(st)) for st in request.same_subtree]
         self.nested_blind = not request.nested_aware
         self._chains: dict[int, frozenset[int]] = {}
+        self._subtree_ok: dict[tuple[int, ...], bool] = {}
+        # Can two groups draw the same class from the same provider? Only then
+        # do amounts have to be summed and re-checked.
+        self.overlapping = _may_overlap(groups)
 
     def anchors(self) -> list[int]:
         """Roots that every group can be satisfied in."""
@@ -90,30 +94,42 @@ class Combiner:
             if not solutions:
                 return
             per_group.append(solutions)
+        isolate, subtrees, overlapping, nested_blind = self.isolate, self.subtrees, self.overlapping, \
+            self.nested_blind
         for combo in product(*per_group):
-            if self.isolate:
+            if isolate:
                 singles = [s.single for s in combo if s.single is not None]
                 if len(set(singles)) != len(singles):
                     continue
-            if self.subtrees and not all(self._same_subtree({combo[i].single for i in st})
-                                         for st in self.subtrees):
+            if subtrees and not all(self._same_subtree(tuple(combo[i].single for i in st)) for st in subtrees):
                 continue
-            amounts: dict[tuple[int, int], int] = {}
-            summed = None
-            for solution in combo:
-                for provider, rc, amount in solution.triples:
-                    key = (provider, rc)
-                    if key in amounts:
-                        amounts[key] += amount
-                        summed = summed or set()
-                        summed.add(key)
-                    else:
-                        amounts[key] = amount
-            if summed and not all(self._fits(key, amounts[key]) for key in summed):
-                continue
-            if self.nested_blind and not self._one_per_tree(amounts):
+            if overlapping:
+                amounts = self._summed(combo)
+                if amounts is None:
+                    continue
+            else:
+                amounts = {(p, rc): amount for solution in combo for p, rc, amount in solution.triples}
+            if nested_blind and not self._one_per_tree(amounts):
                 continue
             yield Pick(amounts, tuple(s.mapped for s in combo))
+
+    def _summed(self, combo) -> dict[tuple[int, int], int] | None:
+        """Amounts of ``combo`` summed per (provider, class); None when a sum
+        no longer fits."""
+        amounts: dict[tuple[int, int], int] = {}
+        summed = None
+        for solution in combo:
+            for provider, rc, amount in solution.triples:
+                key = (provider, rc)
+                if key in amounts:
+                    amounts[key] += amount
+                    summed = summed or set()
+                    summed.add(key)
+                else:
+                    amounts[key] = amount
+        if summed and not all(self._fits(key, amounts[key]) for key in summed):
+            return None
+        return amounts
 
     # --- helpers ------------------------------------------------------------
 
@@ -156,11 +172,14 @@ class Combiner:
             chain = self._chains[provider] = frozenset(seen)
         return chain
 
-    def _same_subtree(self, providers: set[int]) -> bool:
+    def _same_subtree(self, providers: tuple[int, ...]) -> bool:
         """One of ``providers`` is an ancestor-or-self of all the others."""
-        if len(providers) <= 1:
-            return True
-        return any(all(top in self._chain(p) for p in providers) for top in providers)
+        ok = self._subtree_ok.get(providers)
+        if ok is None:
+            distinct = set(providers)
+            ok = len(distinct) <= 1 or any(all(top in self._chain(p) for p in distinct) for top in distinct)
+            self._subtree_ok[providers] = ok
+        return ok
 
     def _fits(self, key: tuple[int, int], amount: int) -> bool:
         fact = self.facts.get(key)
@@ -170,6 +189,17 @@ class Combiner:
         providers = {p for p, _ in amounts}
         roots = {self.root_of[p] for p in providers}
         return len(roots) == len(providers)
+
+
+def _may_overlap(groups: list[GroupCandidates]) -> bool:
+    """Could one provider be chosen by two groups for the same class?"""
+    seen: set[int] = set()
+    for found in groups:
+        classes = set(found.group.resources)
+        if classes & seen:
+            return True
+        seen |= classes
+    return False
 
 
 def dedupe_key(pick: Pick) -> tuple:
