@@ -43,6 +43,7 @@ class Settings:
     allocation_conflict_retry_count: int = 10
     randomize_allocation_candidates: bool = False
     max_allocation_candidates: int = -1
+    allocation_candidates_generation_strategy: str = "depth-first"  # or "breadth-first"
     log_level: str = "INFO"
 
     @property
@@ -68,6 +69,7 @@ _FILE_KEYS = {
     "placement.allocation_conflict_retry_count": "allocation_conflict_retry_count",
     "placement.randomize_allocation_candidates": "randomize_allocation_candidates",
     "placement.max_allocation_candidates": "max_allocation_candidates",
+    "placement.allocation_candidates_generation_strategy": "allocation_candidates_generation_strategy",
     "billeting.log_level": "log_level",
 }
 
@@ -135,6 +137,9 @@ def check_settings(settings: Settings) -> None:
         raise SettingsError(f"threads must be at least 1, not {settings.threads}")
     if settings.allocation_conflict_retry_count < 0:
         raise SettingsError("allocation_conflict_retry_count must not be negative")
+    if settings.allocation_candidates_generation_strategy not in ("depth-first", "breadth-first"):
+        raise SettingsError("allocation_candidates_generation_strategy must be depth-first or breadth-first, "
+                            f"not {settings.allocation_candidates_generation_strategy!r}")
     settings.log_level = str(settings.log_level).upper()
     if settings.log_level not in _LOG_LEVELS:
         raise SettingsError(f"log_level must be one of {', '.join(_LOG_LEVELS)}")

@@ -378,3 +378,21 @@ def test_randomized_candidates_are_a_valid_sample(many, engine, db_url):
         assert len(body["provider_summaries"]) == 3
     assert len(seen) > 3  # six random draws of 3 out of 12 do not all coincide
     assert set(shuffled.requests(get(shuffled, "resources=VCPU:1"))) == full
+
+
+@pytest.mark.parametrize("strategy, trees", [("depth-first", 1), ("breadth-first", 3)])
+def test_generation_strategy_decides_which_trees_a_cap_keeps(engine, db_url, strategy, trees):
+    """Each tree offers four combinations (two VCPU children x two memory
+    children); a cap of 3 takes them from one tree (depth-first) or one from
+    each of three trees (breadth-first)."""
+    fleet = Fleet(_client_with(engine, db_url, max_allocation_candidates=3,
+                               allocation_candidates_generation_strategy=strategy))
+    for i in range(4):
+        fleet.provider(f"cn{i}", inventory={"DISK_GB": 100})
+        for n in range(2):
+            fleet.provider(f"cn{i}c{n}", parent=f"cn{i}", inventory={"VCPU": 4})
+            fleet.provider(f"cn{i}m{n}", parent=f"cn{i}", inventory={"MEMORY_MB": 1024})
+    body = get(fleet, "resources=VCPU:1,MEMORY_MB:64")
+    assert len(body["allocation_requests"]) == 3
+    roots = {fleet.name[u][:3] for ar in body["allocation_requests"] for u in ar["allocations"]}
+    assert len(roots) == trees

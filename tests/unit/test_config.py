@@ -112,3 +112,12 @@ def test_default_db_is_in_the_user_data_dir(tmp_path, monkeypatch):
     assert (tmp_path / "data" / "billeting").is_dir()
     assert Settings().db_url == url
     assert Settings(db="sqlite:///x.sqlite").db_url == "sqlite:///x.sqlite"
+
+
+def test_generation_strategy_is_read_and_checked(tmp_path):
+    path = tmp_path / "strategy.conf"
+    path.write_text("[placement]\nallocation_candidates_generation_strategy = breadth-first\n")
+    assert load_settings({"config_file": str(path)}, environ={}).allocation_candidates_generation_strategy == \
+        "breadth-first"
+    with pytest.raises(SettingsError, match="allocation_candidates_generation_strategy"):
+        load_settings({}, environ={"BILLETING_ALLOCATION_CANDIDATES_GENERATION_STRATEGY": "sideways"})

@@ -281,6 +281,7 @@ def resolve(conn: Connection, parsed: ParsedQuery, mv: tuple[int, int], settings
         summary_traits=mv >= (1, 17),
         randomize=settings.randomize_allocation_candidates,
         max_candidates=settings.max_allocation_candidates,
+        breadth_first=settings.allocation_candidates_generation_strategy == "breadth-first",
     )
 
 

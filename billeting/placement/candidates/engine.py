@@ -11,7 +11,8 @@ request and the deployment allow:
   stops at the window size; only those trees are searched and combined, and
   more windows are fetched only while results are missing. The work follows
   the limit, not the fleet.
-* full: everything else (no limit, randomized sampling, sharing providers).
+* full: everything else (no limit, randomized sampling, sharing providers,
+  a cap with breadth-first generation).
   Each group is one set-based branch of a single UNION ALL query over the
   whole fleet; combination stops early once enough results exist.
 
@@ -21,6 +22,7 @@ the returned requests use.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 
 from sqlalchemy import Connection, Integer, func, select
 
@@ -44,7 +46,9 @@ def find(conn: Connection, request: CandidateRequest) -> CandidateResult:
     world = world_mod.load(conn, request, full_scan=needed is None)
     if _is_direct(request, world):
         return _direct(conn, request, world, needed)
-    if needed is not None and world.sharing is None:
+    # Breadth-first generation under a cap goes round the whole fleet's trees.
+    spread = request.breadth_first and request.max_candidates >= 0
+    if needed is not None and world.sharing is None and not spread:
         picks, root_of = _windowed(conn, request, world, needed)
     else:
         picks, root_of = _full(conn, request, world, needed)
@@ -222,7 +226,8 @@ def _full(conn: Connection, request: CandidateRequest, world: World,
     anchors = Combiner(request, found.groups, {}, {}, {}).anchors()
     combiner = _combiner(conn, request, found, anchors)
     picks: list[Pick] = []
-    _enumerate(combiner, anchors, picks, set() if world.sharing is not None else None, needed)
+    _enumerate(combiner, anchors, picks, set() if world.sharing is not None else None, needed,
+               request.breadth_first)
     return picks, found.root_of
 
 
@@ -235,21 +240,38 @@ def _combiner(conn: Connection, request: CandidateRequest, found: search.Found, 
     return Combiner(request, found.groups, found.root_of, parents, facts)
 
 
-def _enumerate(combiner: Combiner, anchors, picks: list[Pick], seen: set | None, needed: int | None) -> None:
-    """Collect picks anchor by anchor until ``needed``. ``seen`` de-duplicates;
-    None when duplicates cannot happen: without sharing providers every tree
-    yields its own providers only, and two different combinations within a
-    tree always differ in their triples or their mappings."""
-    for anchor in anchors:
-        for pick in combiner.picks(anchor):
-            if seen is not None:
-                key = dedupe_key(pick)
-                if key in seen:
-                    continue
-                seen.add(key)
-            picks.append(pick)
-            if needed is not None and len(picks) >= needed:
-                return
+def _enumerate(combiner: Combiner, anchors, picks: list[Pick], seen: set | None, needed: int | None,
+               breadth_first: bool = False) -> None:
+    """Collect picks until ``needed``: anchor by anchor, or (``breadth_first``)
+    one from each anchor per round, so that a cap spreads over many trees.
+    ``seen`` de-duplicates; None when duplicates cannot happen: without
+    sharing providers every tree yields its own providers only, and two
+    different combinations within a tree always differ in their triples or
+    their mappings."""
+    if breadth_first and needed is not None:
+        streams = _round_robin([combiner.picks(anchor) for anchor in anchors])
+    else:
+        streams = (pick for anchor in anchors for pick in combiner.picks(anchor))
+    for pick in streams:
+        if seen is not None:
+            key = dedupe_key(pick)
+            if key in seen:
+                continue
+            seen.add(key)
+        picks.append(pick)
+        if needed is not None and len(picks) >= needed:
+            return
+
+
+def _round_robin(iterators: list) -> Iterator[Pick]:
+    while iterators:
+        alive = []
+        for iterator in iterators:
+            pick = next(iterator, None)
+            if pick is not None:
+                yield pick
+                alive.append(iterator)
+        iterators = alive
 
 
 # --- output ---------------------------------------------------------------------

@@ -49,6 +49,9 @@ class CandidateRequest:
     summary_traits: bool = True  # mv >= 1.17
     randomize: bool = False  # [placement] randomize_allocation_candidates
     max_candidates: int = -1  # [placement] max_allocation_candidates, -1 = no cap
+    # With a cap: take each tree's combinations in turn (depth-first) or one
+    # from every tree per round (breadth-first)
+    breadth_first: bool = False
 
     @property
     def requested_classes(self) -> frozenset[int]:
