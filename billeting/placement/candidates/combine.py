@@ -174,6 +174,9 @@ class Combiner:
 
     def _same_subtree(self, providers: tuple[int, ...]) -> bool:
         """One of ``providers`` is an ancestor-or-self of all the others."""
+        if len(providers) == 2:  # the common case, answered without building sets
+            a, b = providers
+            return a == b or a in self._chain(b) or b in self._chain(a)
         ok = self._subtree_ok.get(providers)
         if ok is None:
             distinct = set(providers)

@@ -300,12 +300,23 @@ def _build(conn: Connection, request: CandidateRequest, picks: list[Pick],
     if missing:
         uuid_of = {**uuid_of, **summaries.uuids(conn, missing)}
     suffixes = [g.suffix for g in request.groups]
+    # The same providers are mapped for a group by many requests: one list each.
+    mapped_uuids: dict[tuple[int, ...], list[str]] = {}
     requests = []
     for pick in picks:
         allocations: dict[str, dict[str, int]] = {}
         for (provider, rc), amount in pick.amounts.items():
-            allocations.setdefault(uuid_of[provider], {})[rc_name[rc]] = amount
-        mappings = {suffix: [uuid_of[p] for p in providers]
-                    for suffix, providers in zip(suffixes, pick.mappings)}
+            uuid = uuid_of[provider]
+            resources = allocations.get(uuid)
+            if resources is None:
+                allocations[uuid] = {rc_name[rc]: amount}
+            else:
+                resources[rc_name[rc]] = amount
+        mappings = {}
+        for suffix, providers in zip(suffixes, pick.mappings):
+            uuids = mapped_uuids.get(providers)
+            if uuids is None:
+                uuids = mapped_uuids[providers] = [uuid_of[p] for p in providers]
+            mappings[suffix] = uuids
         requests.append(AllocationRequest(allocations, mappings))
     return CandidateResult(requests, list(found.by_id.values()))

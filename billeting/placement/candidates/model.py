@@ -84,7 +84,7 @@ class AllocationRequest:
     # provider uuid -> {resource class name: amount}; the inner dicts may be
     # shared between requests and must be treated as read-only
     allocations: dict[str, dict[str, int]]
-    mappings: dict[str, list[str]]  # group suffix -> provider uuids
+    mappings: dict[str, list[str]]  # group suffix -> provider uuids (lists shared, read-only too)
 
 
 @dataclass(slots=True)
