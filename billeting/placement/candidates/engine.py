@@ -117,7 +117,7 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         count = plan.bind(min(request.limit, sql.MAX_AMOUNT), Integer) if sample else None
         if not plan.build:
             return None
-        columns = summary_cache.row_columns(p)
+        columns = summary_cache.row_columns(p, plan.dialect)
         if bounded:
             return select(*columns, sql.both(conds).label("ok")).order_by(p.c.id)
         statement = select(*columns).where(*conds)

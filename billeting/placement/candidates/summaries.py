@@ -63,7 +63,7 @@ def _providers_query(plan: sql.Plan, roots, provider_ids, for_cache: bool = Fals
     else:
         scope = sql.ids_in(plan, p.c.id, provider_ids)
     if plan.build:
-        columns = (summary_cache.row_columns(p) if for_cache
+        columns = (summary_cache.row_columns(p, plan.dialect) if for_cache
                    else (p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id))
         return select(*columns).where(scope)
 

@@ -11,7 +11,8 @@ What a summary shows, and what tells that a cached one is still right:
   provider's generation in the same transaction (spec 1.10). An entry is
   valid while the provider row read by the request has the same uuid,
   generation and creation time (the creation time tells apart a provider
-  that was deleted and re-created under the same id and uuid).
+  that was deleted and re-created under the same id and uuid, where a
+  database reuses ids; see ``row_columns``).
 * parent and root: reparenting does not bump generations, so an entry also
   records the parent and root ids it was made for (uuids never change).
 * usage: allocations can shrink without any generation change (``DELETE
@@ -96,12 +97,18 @@ def clear() -> None:
 
 # --- queries --------------------------------------------------------------------
 
-def row_columns(p) -> tuple:
+def row_columns(p, dialect: str) -> tuple:
     """What a request reads about each provider in scope: (id, uuid, parent
     id, root id, generation, creation time as text). Everything after the id
-    is what a cached summary must match (see the module docstring)."""
-    return (p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id, p.c.generation,
-            cast(p.c.created_at, String))
+    is what a cached summary must match (see the module docstring).
+
+    The creation time only tells apart a provider re-created under a reused
+    id: PostgreSQL's sequences never hand out an id twice, so there it is
+    left NULL (reading and converting it for thousands of rows is not free).
+    SQLite reuses the highest id after a delete, and older MySQL servers
+    after a restart."""
+    created = cast(null(), String) if dialect == "postgresql" else cast(p.c.created_at, String)
+    return (p.c.id, p.c.uuid, p.c.parent_provider_id, p.c.root_provider_id, p.c.generation, created)
 
 
 def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet | None):
