@@ -76,7 +76,6 @@ class Combiner:
         self.subtrees = [tuple(index[s] for s in sorted(st)) for st in request.same_subtree]
         self.nested_blind = not request.nested_aware
         self._chains: dict[int, frozenset[int]] = {}
-        self._subtree_ok: dict[tuple[int, ...], bool] = {}
         # Can two groups draw the same class from the same provider? Only then
         # do amounts have to be summed and re-checked.
         self.overlapping = _may_overlap(groups)
@@ -141,9 +140,9 @@ class Combiner:
             if not providers:
                 return []
             items = tuple(group.resources.items())
-            if group.suffixed:
-                return [Solution(tuple([(p, rc, amount) for rc, amount in items]), (p,), p) for p in providers]
-            return [Solution(tuple([(p, rc, amount) for rc, amount in items]), (p,), None) for p in providers]
+            single = group.suffixed
+            return [Solution(tuple([(p, rc, amount) for rc, amount in items]), (p,), p if single else None)
+                    for p in providers]
         per_class = found.by_anchor.get(anchor)
         if not per_class:
             return []
@@ -178,12 +177,8 @@ class Combiner:
         if len(providers) == 2:  # the common case, answered without building sets
             a, b = providers
             return a == b or a in self._chain(b) or b in self._chain(a)
-        ok = self._subtree_ok.get(providers)
-        if ok is None:
-            distinct = set(providers)
-            ok = len(distinct) <= 1 or any(all(top in self._chain(p) for p in distinct) for top in distinct)
-            self._subtree_ok[providers] = ok
-        return ok
+        distinct = set(providers)
+        return len(distinct) <= 1 or any(all(top in self._chain(p) for p in distinct) for top in distinct)
 
     def _fits(self, key: tuple[int, int], amount: int) -> bool:
         fact = self.facts.get(key)
