@@ -38,6 +38,11 @@ from billeting.placement.candidates.model import Capacity, ProviderSummary
 from billeting.placement.store import tables as t
 
 
+# A rough guess of a tree's size, to tell from a number of roots whether a
+# summary scope is large enough for the cache.
+_PROVIDERS_PER_TREE = 4
+
+
 @dataclass(slots=True)
 class Summaries:
     by_id: dict[int, ProviderSummary]
@@ -213,9 +218,8 @@ def load(conn: Connection, *, roots: Collection[int] | None = None,
     else:
         roots = sql.IdSet(roots) if roots is not None else None
         provider_ids = sql.IdSet(provider_ids or ()) if roots is None else None
-        # (a tree holds a few providers: a few roots are enough)
-        if len(roots if roots is not None else provider_ids) * (4 if roots is not None else 1) >= \
-                summary_cache.MIN_SCOPE:
+        in_scope = len(roots) * _PROVIDERS_PER_TREE if roots is not None else len(provider_ids)
+        if in_scope >= summary_cache.MIN_SCOPE:
             statement, values = sql.prepare("summary_providers", dialect,
                                             lambda plan: _providers_query(plan, roots, provider_ids, True))
             rows = conn.execute(statement, values).all()
