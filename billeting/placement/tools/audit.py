@@ -1,0 +1,156 @@
+"""Audit a Placement fleet for records that should not exist.
+
+Checks:
+
+* ``consumer_without_allocations``: a consumer record with no allocation
+  (Placement deletes a consumer with its last allocation; such records come
+  from crashes, manual repairs, or an upstream database's quirk Q1).
+* ``allocation_on_missing_provider``: an allocation whose provider row is
+  gone (only possible when foreign keys were bypassed: restores, repairs).
+* ``allocation_without_inventory``: usage of a class the provider has no
+  inventory of (same origins).
+* ``usage_over_capacity``: usage above ``(total - reserved) * allocation_ratio``,
+  which Placement allows when an inventory is shrunk below its usage.
+
+With ``--db`` (Billeting's own database) every check runs. Through the API
+(``--url``, any Placement) only ``usage_over_capacity`` can be seen: the API
+never lists consumers, and it only ever shows allocations joined to the
+providers and inventories that exist; the report says which checks did not run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, and_, func, select
+
+from billeting.placement.store import tables as t
+from billeting.placement.tools.http import PlacementHttp, parallel, path
+from billeting.placement.tools.progress import Bars
+
+CONSUMER_WITHOUT_ALLOCATIONS = "consumer_without_allocations"
+ALLOCATION_ON_MISSING_PROVIDER = "allocation_on_missing_provider"
+ALLOCATION_WITHOUT_INVENTORY = "allocation_without_inventory"
+USAGE_OVER_CAPACITY = "usage_over_capacity"
+CHECKS = (CONSUMER_WITHOUT_ALLOCATIONS, ALLOCATION_ON_MISSING_PROVIDER, ALLOCATION_WITHOUT_INVENTORY,
+          USAGE_OVER_CAPACITY)
+_NEEDS_DB = "needs --db: the Placement API does not show these records"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    check: str
+    detail: str
+    provider: str | None = None  # uuid, or the missing provider's internal id as text
+    resource_class: str | None = None
+    consumer: str | None = None
+    used: int | None = None
+    capacity: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    ran: bool
+    reason: str | None = None  # why it did not run
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    source: str
+    checks: list[Check]
+    findings: list[Finding]
+
+
+def _capacity(total: int, reserved: int, ratio: float) -> float:
+    return (total - reserved) * ratio
+
+
+def _over(provider: str, rc: str, used: int, total: int, reserved: int, ratio: float) -> Finding:
+    capacity = _capacity(total, reserved, ratio)
+    return Finding(USAGE_OVER_CAPACITY, f"{used} {rc} used, capacity {capacity:g} "
+                   f"(total {total}, reserved {reserved}, allocation ratio {ratio:g})",
+                   provider=provider, resource_class=rc, used=used, capacity=capacity)
+
+
+# --- database -------------------------------------------------------------------------
+
+def audit_database(engine: Engine, source: str, bars: Bars) -> AuditReport:
+    bars.add("checks", len(CHECKS))
+    findings: list[Finding] = []
+    with engine.connect() as conn:
+        for check in (_consumers_without_allocations, _allocations_on_missing_providers, _usage):
+            findings += check(conn)
+            bars.step("checks", 2 if check is _usage else 1)
+    return AuditReport(source, [Check(name, True) for name in CHECKS], findings)
+
+
+def _consumers_without_allocations(conn) -> list[Finding]:
+    c, a = t.consumers, t.allocations
+    rows = conn.execute(
+        select(c.c.uuid, t.projects.c.external_id, t.users.c.external_id)
+        .select_from(c.outerjoin(t.projects, t.projects.c.id == c.c.project_id)
+                     .outerjoin(t.users, t.users.c.id == c.c.user_id))
+        .where(~select(a.c.id).where(a.c.consumer_id == c.c.id).exists())
+        .order_by(c.c.uuid))
+    return [Finding(CONSUMER_WITHOUT_ALLOCATIONS, f"consumer of project {project} and user {user} has no allocations",
+                    consumer=uuid) for uuid, project, user in rows]
+
+
+def _allocations_on_missing_providers(conn) -> list[Finding]:
+    a, rp, rc, c = t.allocations, t.resource_providers, t.resource_classes, t.consumers
+    rows = conn.execute(
+        select(a.c.resource_provider_id, rc.c.name, c.c.uuid, func.sum(a.c.used))
+        .select_from(a.outerjoin(rp, rp.c.id == a.c.resource_provider_id)
+                     .outerjoin(rc, rc.c.id == a.c.resource_class_id)
+                     .outerjoin(c, c.c.id == a.c.consumer_id))
+        .where(rp.c.id.is_(None))
+        .group_by(a.c.resource_provider_id, rc.c.name, c.c.uuid)
+        .order_by(a.c.resource_provider_id, c.c.uuid))
+    return [Finding(ALLOCATION_ON_MISSING_PROVIDER, f"{used} {name} allocated on provider id {rp_id}, which does "
+                    "not exist", provider=f"id:{rp_id}", resource_class=name, consumer=consumer, used=int(used))
+            for rp_id, name, consumer, used in rows]
+
+
+def _usage(conn) -> list[Finding]:
+    """Usage per (existing provider, class) against its inventory, if any."""
+    a, rp, rc, inv = t.allocations, t.resource_providers, t.resource_classes, t.inventories
+    usage = (select(a.c.resource_provider_id, a.c.resource_class_id, func.sum(a.c.used).label("used"))
+             .group_by(a.c.resource_provider_id, a.c.resource_class_id).subquery())
+    rows = conn.execute(
+        select(rp.c.uuid, rc.c.name, usage.c.used, inv.c.total, inv.c.reserved, inv.c.allocation_ratio)
+        .select_from(usage.join(rp, rp.c.id == usage.c.resource_provider_id)
+                     .join(rc, rc.c.id == usage.c.resource_class_id)
+                     .outerjoin(inv, and_(inv.c.resource_provider_id == usage.c.resource_provider_id,
+                                          inv.c.resource_class_id == usage.c.resource_class_id)))
+        .order_by(rp.c.uuid, rc.c.name))
+    findings = []
+    for uuid, name, used, total, reserved, ratio in rows:
+        used = int(used)
+        if total is None:
+            findings.append(Finding(ALLOCATION_WITHOUT_INVENTORY, f"{used} {name} allocated without a {name} "
+                                    "inventory", provider=uuid, resource_class=name, used=used))
+        elif used > _capacity(total, reserved, ratio):
+            findings.append(_over(uuid, name, used, total, reserved, ratio))
+    return findings
+
+
+# --- HTTP -----------------------------------------------------------------------------
+
+def audit_http(http: PlacementHttp, bars: Bars, *, workers: int = 8) -> AuditReport:
+    http.negotiate()
+    listed = http.get("/resource_providers")["resource_providers"]
+    bars.add("providers", len(listed))
+
+    def one(provider: dict) -> list[Finding]:
+        where = path("resource_providers", provider["uuid"])
+        inventories = http.get(where + "/inventories")["inventories"]
+        used = http.get(where + "/usages")["usages"]
+        return [_over(provider["uuid"], rc, used[rc], inv["total"], inv["reserved"], inv["allocation_ratio"])
+                for rc, inv in sorted(inventories.items())
+                if used.get(rc, 0) > _capacity(inv["total"], inv["reserved"], inv["allocation_ratio"])]
+
+    findings = [f for found in parallel(one, listed, workers=workers, done=lambda: bars.step("providers"))
+                for f in found]
+    checks = [Check(name, name == USAGE_OVER_CAPACITY, None if name == USAGE_OVER_CAPACITY else _NEEDS_DB)
+              for name in CHECKS]
+    return AuditReport(http.url, checks, findings)
