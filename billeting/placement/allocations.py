@@ -10,32 +10,34 @@ unit of work (exhausted retries surface as 409 placement.concurrent_update).
 
 How overcommit is prevented, on every backend:
 
-1. read the generation of every provider the write will bump,
-2. then read inventories and current usage of the pairs being allocated,
-3. decide admission in Python,
-4. compare-and-set every one of those generations
+1. read, in ONE statement, the generation of every provider the write will
+   bump together with the inventories and current usage of those providers,
+2. decide admission in Python,
+3. compare-and-set every one of those generations
    (``UPDATE ... SET generation = seen + 1 WHERE id = :id AND generation = :seen``),
-5. then delete/insert the allocation rows.
+4. then delete/insert the allocation rows.
 
 Any writer that adds usage to a provider bumps that provider's generation
-in its own transaction. If such a writer commits after our step 1, our
-step 4 finds a different generation, matches no row, and the unit of work
-is re-run with fresh data. If it committed before step 1, step 2 sees its
-allocations. Either way the admission decision is made on current usage.
-Step 4 also row-locks the providers until commit, so a concurrent writer
-blocks on its own compare-and-set and then fails it.
+in its own transaction. If such a writer commits after the snapshot of our
+step 1, our step 3 finds a different generation, matches no row, and the
+unit of work is re-run with fresh data. If it committed before that
+snapshot, step 1 sees its allocations. Either way the admission decision is
+made on current usage. Step 3 also row-locks the providers until commit, so
+a concurrent writer blocks on its own compare-and-set and then fails it.
 
-Why step 1 must come before step 2 on READ COMMITTED databases
-(PostgreSQL, and MySQL as configured in store.engine): every statement
-there sees whatever was committed when *that statement* started. Were usage
-read first, a writer could commit between the usage read and the
-generation read; we would then hold its new generation (so our
-compare-and-set would succeed) together with usage that misses its
-allocations, and both writes would be admitted: an overcommit. Reading the
-generation first means any commit we did not see in the usage read
-necessarily bumped the generation after we read it.
+Why generations and usage must come from the same snapshot on READ
+COMMITTED databases (PostgreSQL, and MySQL as configured in store.engine):
+every statement there sees whatever was committed when *that statement*
+started. Were usage read by an earlier statement than the generations, a
+writer could commit between the two; we would then hold its new generation
+(so our compare-and-set would succeed) together with usage that misses its
+allocations, and both writes would be admitted: an overcommit. One
+statement has one snapshot on every backend (SQLite serializes writers
+anyway), so nothing can commit "between" the two reads. (Reading the
+generations in an earlier statement than usage would be safe too, just one
+more round trip.)
 
-Step 4 happens before step 5 (rather than after) so that a provider
+Step 3 happens before step 4 (rather than after) so that a provider
 deleted concurrently turns into a lost compare-and-set (re-run, then 400)
 instead of a foreign-key failure on insert, and so that on MySQL the
 provider row's exclusive lock is taken before the shared lock an
@@ -51,7 +53,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, case, func, or_, select
+from sqlalchemy import Connection, bindparam, func, literal, or_, select
 
 from billeting.placement import consumers, errors, names, providers
 from billeting.placement.consumers import Consumer, Owner
@@ -177,26 +179,22 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
         if consumer is not None and not write.resources:
             cleared_ids |= held.get(consumer.id, set())
 
-    # Step 1 of the no-overcommit protocol: generations first (see module doc).
+    # Step 1 of the no-overcommit protocol: generations, inventories and
+    # usage from one snapshot (see module doc).
     wanted = _ordered_providers(writes)
-    refs = _read_providers(conn, wanted, cleared_ids)
+    refs, inventories, usage = _read_state(conn, wanted, cleared_ids, [c.id for c in existing.values()])
     by_uuid = {ref.uuid: ref for ref in refs}
     for uuid in wanted:                                    # rule 2
         if uuid not in by_uuid:
             raise ProviderMissing(uuid)
     rc_ids = _resolve_classes(conn, writes)                # rule 3
 
-    # Step 2: inventories and usage of the pairs being allocated.
+    # Step 2: admission, rules 4–6.
     amounts = [(w.consumer_uuid, by_uuid[rp_uuid], rc, amount)
                for w in writes for rp_uuid, res in w.resources.items() for rc, amount in res.items()]
-    pair_ids = {(ref.id, rc_ids[rc]) for _, ref, rc, _ in amounts}
-    inventories = _read_inventories(conn, pair_ids)
-    usage = _read_usage(conn, pair_ids, [c.id for c in existing.values()])
-
-    # Step 3: admission, rules 4–6.
     _admit(amounts, rc_ids, inventories, usage)
 
-    # Step 4: compare-and-set, in id order so concurrent writers lock alike.
+    # Step 3: compare-and-set, in id order so concurrent writers lock alike.
     bumped: dict[str, int] = {}
     to_bump = set(wanted)
     for ref in sorted((r for r in refs if r.uuid in to_bump or r.id in cleared_ids), key=lambda r: r.id):
@@ -205,7 +203,7 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
         except errors.ConcurrentUpdate:
             raise Retry(f"resource provider {ref.uuid} generation changed") from None
 
-    # Step 5: consumers, then allocation rows.
+    # Step 4: consumers, then allocation rows.
     now = providers.utcnow()
     rows: list[dict] = []
     cleared_consumers: list[int] = []
@@ -216,8 +214,8 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
         if consumer is None:
             if not write.resources:
                 continue  # nothing to clear and nothing to create: no orphan record
-            consumer = consumers.create(conn, write.consumer_uuid, write.owner)
-            consumers.bump_generation(conn, consumer)
+            # Created at generation 1: this write is its first change.
+            consumer = consumers.create(conn, write.consumer_uuid, write.owner, generation=1)
         else:
             consumers.bump_generation(conn, consumer)   # locks the row first
             consumers.update_owner(conn, consumer, write.owner)
@@ -256,16 +254,62 @@ def _held_provider_ids(conn: Connection, consumer_ids: list[int]) -> dict[int, s
     return held
 
 
-def _read_providers(conn: Connection, uuids: list[str], ids: set[int]) -> list[_ProviderRef]:
+def _state_query(by_uuid: bool, by_id: bool, with_mine: bool):
+    """The statement of ``_read_state`` for one shape of request (built once)."""
+    inv = t.inventories
     clauses = []
-    if uuids:
-        clauses.append(_rp.c.uuid.in_(uuids))
-    if ids:
-        clauses.append(_rp.c.id.in_(ids))
-    if not clauses:
-        return []
-    rows = conn.execute(select(_rp.c.id, _rp.c.uuid, _rp.c.generation).where(or_(*clauses)))
-    return [_ProviderRef(row.id, row.uuid, row.generation) for row in rows]
+    if by_uuid:
+        clauses.append(_rp.c.uuid.in_(bindparam("uuids", expanding=True)))
+    if by_id:
+        clauses.append(_rp.c.id.in_(bindparam("ids", expanding=True)))
+    same_pair = (_a.c.resource_provider_id == inv.c.resource_provider_id,
+                 _a.c.resource_class_id == inv.c.resource_class_id)
+    total = select(func.coalesce(func.sum(_a.c.used), 0)).where(*same_pair).scalar_subquery()
+    if with_mine:
+        held = (select(func.coalesce(func.sum(_a.c.used), 0))
+                .where(*same_pair, _a.c.consumer_id.in_(bindparam("mine", expanding=True)))
+                .scalar_subquery())
+    else:
+        held = literal(0)
+    return (select(_rp.c.id, _rp.c.uuid, _rp.c.generation, inv.c.resource_class_id, inv.c.total,
+                   inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
+                   inv.c.allocation_ratio, total.label("used"), held.label("mine"))
+            .select_from(_rp.outerjoin(inv, inv.c.resource_provider_id == _rp.c.id))
+            .where(or_(*clauses)))
+
+
+_STATE_QUERIES: dict[tuple[bool, bool, bool], object] = {}
+
+
+def _read_state(conn: Connection, uuids: list[str], ids: set[int], mine: list[int]):
+    """Generations of the providers named by ``uuids`` or ``ids``, with their
+    inventories and usage, in one statement (one snapshot).
+
+    Returns ``(refs, inventories, usage)``: the providers found, and per
+    (provider id, class id) pair with inventory its ``_Inventory`` and
+    ``_Usage`` (the part held by the ``mine`` consumers split out).
+    """
+    if not uuids and not ids:
+        return [], {}, {}
+    shape = (bool(uuids), bool(ids), bool(mine))
+    query = _STATE_QUERIES.get(shape)
+    if query is None:
+        query = _STATE_QUERIES[shape] = _state_query(*shape)
+    rows = conn.execute(query, {"uuids": uuids, "ids": sorted(ids), "mine": mine})
+    refs: dict[int, _ProviderRef] = {}
+    inventories: dict[tuple[int, int], _Inventory] = {}
+    usage: dict[tuple[int, int], _Usage] = {}
+    for row in rows:
+        if row.id not in refs:
+            refs[row.id] = _ProviderRef(row.id, row.uuid, row.generation)
+        if row.resource_class_id is None:
+            continue  # a provider without any inventory
+        key = (row.id, row.resource_class_id)
+        inventories[key] = _Inventory(
+            int(row.total), int(row.reserved), int(row.min_unit), int(row.max_unit),
+            int(row.step_size), float(row.allocation_ratio))
+        usage[key] = _Usage(int(row.used), int(row.mine))
+    return list(refs.values()), inventories, usage
 
 
 def _resolve_classes(conn: Connection, writes: Sequence[ConsumerWrite]) -> dict[str, int]:
@@ -277,36 +321,6 @@ def _resolve_classes(conn: Connection, writes: Sequence[ConsumerWrite]) -> dict[
                 if rc not in found:
                     raise UnknownResourceClass(rc, write.consumer_uuid)
     return found
-
-
-def _read_inventories(conn: Connection, pairs: set[tuple[int, int]]) -> dict[tuple[int, int], _Inventory]:
-    if not pairs:
-        return {}
-    inv = t.inventories
-    rows = conn.execute(select(inv).where(inv.c.resource_provider_id.in_({rp for rp, _ in pairs})))
-    return {(row.resource_provider_id, row.resource_class_id): _Inventory(
-                int(row.total), int(row.reserved), int(row.min_unit), int(row.max_unit),
-                int(row.step_size), float(row.allocation_ratio))
-            for row in rows if (row.resource_provider_id, row.resource_class_id) in pairs}
-
-
-def _read_usage(conn: Connection, pairs: set[tuple[int, int]],
-                mine: list[int]) -> dict[tuple[int, int], _Usage]:
-    """Usage of each pair, split into what the request's own consumers hold.
-
-    One statement, so both sums come from the same snapshot.
-    """
-    if not pairs:
-        return {}
-    mine_expr = (func.sum(case((_a.c.consumer_id.in_(mine), _a.c.used), else_=0))
-                 if mine else func.sum(0))
-    rows = conn.execute(
-        select(_a.c.resource_provider_id, _a.c.resource_class_id,
-               func.sum(_a.c.used).label("total"), mine_expr.label("mine"))
-        .where(_a.c.resource_provider_id.in_({rp for rp, _ in pairs}))
-        .group_by(_a.c.resource_provider_id, _a.c.resource_class_id))
-    return {(row.resource_provider_id, row.resource_class_id): _Usage(int(row.total), int(row.mine or 0))
-            for row in rows if (row.resource_provider_id, row.resource_class_id) in pairs}
 
 
 def _admit(amounts, rc_ids: dict[str, int], inventories: dict, usage: dict) -> None:

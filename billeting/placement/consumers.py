@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, Table, select, update
+from sqlalchemy import Connection, Table, bindparam, literal, select, union_all, update
 
 from billeting.placement import errors
 from billeting.placement.providers import utcnow
@@ -75,11 +75,14 @@ def get(conn: Connection, uuid: str) -> Consumer | None:
     return _from_row(row) if row else None
 
 
+_BY_UUIDS = _select().where(_c.c.uuid.in_(bindparam("uuids", expanding=True)))
+
+
 def get_many(conn: Connection, uuids) -> dict[str, Consumer]:
     uuids = set(uuids)
     if not uuids:
         return {}
-    return {c.uuid: c for c in map(_from_row, conn.execute(_select().where(_c.c.uuid.in_(uuids))))}
+    return {c.uuid: c for c in map(_from_row, conn.execute(_BY_UUIDS, {"uuids": sorted(uuids)}))}
 
 
 # --- generation rules (spec 1.10) ------------------------------------------
@@ -136,26 +139,63 @@ def ensure_consumer_type(conn: Connection, name: str) -> int:
 
 # --- writes -------------------------------------------------------------------
 
-def create(conn: Connection, uuid: str, owner: Owner) -> Consumer:
-    """Insert a new consumer at generation 0.
+def _owner_lookups(with_type: bool):
+    lookups = [select(literal("p").label("kind"), t.projects.c.id)
+               .where(t.projects.c.external_id == bindparam("project")),
+               select(literal("u").label("kind"), t.users.c.id)
+               .where(t.users.c.external_id == bindparam("user"))]
+    if with_type:
+        lookups.append(select(literal("t").label("kind"), t.consumer_types.c.id)
+                       .where(t.consumer_types.c.name == bindparam("type")))
+    return union_all(*lookups)
+
+
+_OWNER_LOOKUPS = {False: _owner_lookups(False), True: _owner_lookups(True)}
+
+
+def _owner_refs(conn: Connection, owner: Owner) -> dict[str, int]:
+    """Ids of the owner's project ("p"), user ("u") and type ("t") that exist, in one query."""
+    with_type = bool(owner.consumer_type)
+    rows = conn.execute(_OWNER_LOOKUPS[with_type], {
+        "project": owner.project_id, "user": owner.user_id, "type": owner.consumer_type})
+    return {row.kind: row.id for row in rows}
+
+
+def _insert_named(conn: Connection, table: Table, column: str, value: str) -> int:
+    """Id of a new row whose ``column`` is ``value``; if a concurrent writer
+    inserted it first, that row's id (see ``_ensure_named``)."""
+    found = insert_if_absent(conn, table, {column: value, "created_at": utcnow()})
+    if found is not None:
+        return found
+    found = conn.execute(select(table.c.id).where(table.c[column] == value)).scalar()
+    if found is None:  # the other creator rolled back after we skipped: run again
+        raise Retry(f"{table.name} {value} vanished while being created")
+    return found
+
+
+def create(conn: Connection, uuid: str, owner: Owner, *, generation: int = 0) -> Consumer:
+    """Insert a new consumer at ``generation``.
 
     Losing a creation race to a concurrent writer of the same consumer asks
     for the whole unit of work to be re-run: the re-run sees the consumer and
     applies the generation rules to it (a ``null`` generation then becomes
     the proper 409 at mv >= 1.28).
     """
-    project_ref = ensure_project(conn, owner.project_id)
-    user_ref = ensure_user(conn, owner.user_id)
-    type_ref = ensure_consumer_type(conn, owner.consumer_type) if owner.consumer_type else None
-    inserted = insert_if_absent(conn, _c, {
-        "uuid": uuid, "project_id": project_ref, "user_id": user_ref, "generation": 0,
+    refs = _owner_refs(conn, owner)
+    project_ref = refs["p"] if "p" in refs else _insert_named(conn, t.projects, "external_id", owner.project_id)
+    user_ref = refs["u"] if "u" in refs else _insert_named(conn, t.users, "external_id", owner.user_id)
+    type_ref = None
+    if owner.consumer_type:
+        type_ref = refs["t"] if "t" in refs else _insert_named(
+            conn, t.consumer_types, "name", owner.consumer_type)
+    new_id = insert_if_absent(conn, _c, {
+        "uuid": uuid, "project_id": project_ref, "user_id": user_ref, "generation": generation,
         "consumer_type_id": type_ref, "created_at": utcnow()})
-    if inserted is None:
+    if new_id is None:
         raise Retry(f"consumer {uuid} was created concurrently")
-    consumer = get(conn, uuid)
-    if consumer is None:
-        raise Retry(f"consumer {uuid} vanished while being created")
-    return consumer
+    return Consumer(id=new_id, uuid=uuid, project_id=owner.project_id, user_id=owner.user_id,
+                    generation=generation, consumer_type=owner.consumer_type,
+                    project_ref=project_ref, user_ref=user_ref, type_ref=type_ref)
 
 
 def update_owner(conn: Connection, consumer: Consumer, owner: Owner) -> None:
@@ -172,6 +212,10 @@ def update_owner(conn: Connection, consumer: Consumer, owner: Owner) -> None:
         conn.execute(update(_c).where(_c.c.id == consumer.id).values(**values))
 
 
+_BUMP = (update(_c).where(_c.c.id == bindparam("consumer_id"), _c.c.generation == bindparam("seen"))
+         .values(generation=bindparam("new_generation"), updated_at=bindparam("now")))
+
+
 def bump_generation(conn: Connection, consumer: Consumer) -> int:
     """Compare-and-set the consumer generation; a lost race re-runs the unit of work.
 
@@ -179,9 +223,8 @@ def bump_generation(conn: Connection, consumer: Consumer) -> int:
     the same consumer are serialized here, before either touches its
     allocation rows.
     """
-    result = conn.execute(
-        update(_c).where(_c.c.id == consumer.id, _c.c.generation == consumer.generation)
-        .values(generation=consumer.generation + 1, updated_at=utcnow()))
+    result = conn.execute(_BUMP, {"consumer_id": consumer.id, "seen": consumer.generation,
+                                  "new_generation": consumer.generation + 1, "now": utcnow()})
     if result.rowcount != 1:
         raise Retry(f"consumer {consumer.uuid} changed concurrently")
     consumer.generation += 1

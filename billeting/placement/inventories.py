@@ -14,11 +14,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from billeting.placement import errors, names, providers
-from billeting.placement.providers import Provider
+from billeting.placement.providers import Provider, ProviderKey
 from billeting.placement.store import tables as t
 
 MAX_INT = 2147483647
@@ -69,8 +69,8 @@ class InventoryAtGeneration:
 
 # --- reading ---------------------------------------------------------------
 
-def _rows(conn: Connection, provider_id: int):
-    query = (select(_inv, t.resource_classes.c.name.label("rc_name"))
+def _rows(conn: Connection, provider_id: int, *extra):
+    query = (select(_inv, t.resource_classes.c.name.label("rc_name"), *extra)
              .join(t.resource_classes, t.resource_classes.c.id == _inv.c.resource_class_id)
              .where(_inv.c.resource_provider_id == provider_id))
     return conn.execute(query).all()
@@ -82,6 +82,23 @@ def _from_row(row) -> InventoryRecord:
         min_unit=int(row.min_unit), max_unit=int(row.max_unit), step_size=int(row.step_size),
         allocation_ratio=float(row.allocation_ratio),
         created_at=row.created_at, updated_at=row.updated_at)
+
+
+_ROW_COLUMNS = (_inv.c.id.label("inventory_id"), _inv.c.resource_class_id, _inv.c.total,
+                _inv.c.reserved, _inv.c.min_unit, _inv.c.max_unit, _inv.c.step_size,
+                _inv.c.allocation_ratio, _inv.c.created_at, _inv.c.updated_at)
+
+
+def for_write(conn: Connection, uuid: str) -> tuple[ProviderKey | None, dict]:
+    """The provider and its inventory rows (by class name), read in one statement.
+
+    ``(None, {})`` when there is no such provider.
+    """
+    key, rows = providers.with_linked(conn, uuid, _inv, *_ROW_COLUMNS)
+    if key is None:
+        return None, {}
+    class_names = names.rc_names(conn, {row.resource_class_id for row in rows})
+    return key, {class_names[row.resource_class_id]: row for row in rows}
 
 
 def get_all(conn: Connection, provider: Provider) -> ProviderInventory:
@@ -105,8 +122,9 @@ def in_use_classes(conn: Connection, provider_id: int, rc_ids: Iterable[int]) ->
 
 
 def in_use_message(class_names: Iterable[str], provider_uuid: str) -> str:
-    """The sentence nova parses with ``Inventory for (.+) on resource provider (.+) in use``."""
-    listed = ", ".join(sorted(class_names))
+    """The sentence nova parses with ``Inventory for (.+) on resource provider (.+) in use``.
+    Classes are listed in the order given (callers give upstream's: by class id)."""
+    listed = ", ".join(class_names)
     return f"Inventory for '{listed}' on resource provider '{provider_uuid}' in use."
 
 
@@ -144,8 +162,9 @@ def _values(record: InventoryRecord) -> dict:
     }
 
 
-def replace_inventories(conn: Connection, provider: Provider,
-                        records: dict[str, InventoryRecord]) -> None:
+def replace_inventories(conn: Connection, provider: Provider | ProviderKey,
+                        records: dict[str, InventoryRecord],
+                        existing: dict | None = None) -> dict[str, InventoryRecord]:
     """Make ``records`` (keyed by resource class name) the provider's whole inventory.
 
     Classes not in ``records`` are removed, new ones added, existing ones
@@ -154,32 +173,63 @@ def replace_inventories(conn: Connection, provider: Provider,
     when a removed class still has allocations, and ``InvalidInput`` for a
     resource class that does not exist. Does NOT check or bump the provider
     generation and does not apply the capacity rule: callers do both.
+
+    ``existing`` is the provider's current rows as ``for_write`` returns
+    them, when the caller already has them. Returns the records as stored,
+    with their timestamps.
     """
-    existing = {row.rc_name: row for row in _rows(conn, provider.id)}
+    if existing is None:
+        existing = {row.rc_name: row for row in _rows(conn, provider.id, _inv.c.id.label("inventory_id"))}
     removed = {name: row.resource_class_id for name, row in existing.items() if name not in records}
     busy = in_use_classes(conn, provider.id, removed.values())
     if busy:
-        raise errors.InventoryInUse(
-            in_use_message([n for n, i in removed.items() if i in busy], provider.uuid))
-    wanted_ids = names.rc_ids(conn, records)
-    unknown = names.missing(records, wanted_ids)
+        # Upstream lists them by class id: standard classes in os-resource-classes
+        # order, then custom ones in order of creation.
+        in_use = sorted((rc_id, name) for name, rc_id in removed.items() if rc_id in busy)
+        raise errors.InventoryInUse(in_use_message([name for _, name in in_use], provider.uuid))
+    added = [name for name in records if name not in existing]
+    wanted_ids = names.rc_ids(conn, added)
+    unknown = names.missing(added, wanted_ids)
     if unknown:
         raise errors.InvalidInput(
             f"Unknown resource class in inventory for resource provider {provider.uuid}: "
             f"No such resource class {unknown[0]}.")
     now = providers.utcnow()
+    stored: dict[str, InventoryRecord] = {}
+    changed: list[dict] = []
+    new_rows: list[dict] = []
+    for name, record in records.items():
+        row = existing.get(name)
+        if row is not None:
+            changed.append({"inventory_id": row.inventory_id, **_values(record), "updated_at": now})
+            stored[name] = _stamped(record, row.created_at, now)
+        else:
+            new_rows.append({"resource_provider_id": provider.id, "resource_class_id": wanted_ids[name],
+                             **_values(record), "created_at": now, "updated_at": None})
+            stored[name] = _stamped(record, now, None)
     with _raced(provider):
         if removed:
             conn.execute(_inv.delete().where(_inv.c.resource_provider_id == provider.id,
                                              _inv.c.resource_class_id.in_(removed.values())))
-        for name, record in records.items():
-            if name in existing:
-                conn.execute(update(_inv).where(_inv.c.id == existing[name].id)
-                             .values(**_values(record), updated_at=now))
-            else:
-                conn.execute(_inv.insert().values(
-                    resource_provider_id=provider.id, resource_class_id=wanted_ids[name],
-                    **_values(record), created_at=now, updated_at=None))
+        if changed:
+            conn.execute(_UPDATE_BY_ID, changed)
+        if new_rows:
+            conn.execute(_inv.insert(), new_rows)
+    return stored
+
+
+# One statement for any number of rows (executemany).
+_UPDATE_BY_ID = (update(_inv).where(_inv.c.id == bindparam("inventory_id"))
+                 .values({name: bindparam(name) for name in
+                          ("total", "reserved", "min_unit", "max_unit", "step_size",
+                           "allocation_ratio", "updated_at")}))
+
+
+def _stamped(record: InventoryRecord, created_at, updated_at) -> InventoryRecord:
+    return InventoryRecord(
+        resource_class=record.resource_class, total=record.total, reserved=record.reserved,
+        min_unit=record.min_unit, max_unit=record.max_unit, step_size=record.step_size,
+        allocation_ratio=float(record.allocation_ratio), created_at=created_at, updated_at=updated_at)
 
 
 def add_one(conn: Connection, provider: Provider, record: InventoryRecord) -> InventoryAtGeneration:
@@ -204,13 +254,13 @@ def add_one(conn: Connection, provider: Provider, record: InventoryRecord) -> In
     return InventoryAtGeneration(generation, get_one(conn, provider, record.resource_class))
 
 
-def replace_all(conn: Connection, provider: Provider, records: dict[str, InventoryRecord], *,
-                generation: int) -> ProviderInventory:
+def replace_all(conn: Connection, provider: Provider | ProviderKey, records: dict[str, InventoryRecord], *,
+                generation: int, existing: dict | None = None) -> ProviderInventory:
     """PUT of the whole set: generation check, replace, generation +1."""
     providers.check_generation(provider, generation)
     new_generation = _bump(conn, provider)
-    replace_inventories(conn, provider, records)
-    return ProviderInventory(new_generation, get_all(conn, provider).records)
+    stored = replace_inventories(conn, provider, records, existing)
+    return ProviderInventory(new_generation, stored)
 
 
 def update_one(conn: Connection, provider: Provider, record: InventoryRecord) -> InventoryAtGeneration:
@@ -264,12 +314,12 @@ def delete_all(conn: Connection, provider: Provider) -> int:
             "inventory was updated by another process. Please retry your request.") from None
 
 
-def _bump(conn: Connection, provider: Provider) -> int:
+def _bump(conn: Connection, provider: Provider | ProviderKey) -> int:
     return providers.bump_generation(conn, provider.id, provider.generation)
 
 
 @contextmanager
-def _raced(provider: Provider) -> Iterator[None]:
+def _raced(provider: Provider | ProviderKey) -> Iterator[None]:
     """A constraint violation here means another writer changed the same
     rows concurrently: report it as the conflict it is, not a 500."""
     try:

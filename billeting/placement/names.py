@@ -1,10 +1,15 @@
-"""Name ↔ id lookups for resource classes and traits, one query per batch."""
+"""Name ↔ id lookups for resource classes and traits, one query per batch.
+
+Standard names come from the per-engine cache of ``candidates.names`` (their
+ids never change); only custom names cost a query.
+"""
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from sqlalchemy import Connection, select
 
+from billeting.placement.candidates import names as cached
 from billeting.placement.store import tables as t
 
 
@@ -20,18 +25,14 @@ def rc_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     names = {name for name in names if storable(name, 255)}
     if not names:
         return {}
-    rows = conn.execute(select(t.resource_classes.c.name, t.resource_classes.c.id)
-                        .where(t.resource_classes.c.name.in_(names)))
-    return {row.name: row.id for row in rows}
+    return cached.rc_ids(conn, names)
 
 
 def rc_names(conn: Connection, ids: Iterable[int] | None = None) -> dict[int, str]:
-    query = select(t.resource_classes.c.id, t.resource_classes.c.name)
     if ids is not None:
         ids = set(ids)
-        if not ids:
-            return {}
-        query = query.where(t.resource_classes.c.id.in_(ids))
+        return cached.rc_names(conn, ids) if ids else {}
+    query = select(t.resource_classes.c.id, t.resource_classes.c.name)
     return {row.id: row.name for row in conn.execute(query)}
 
 
@@ -39,8 +40,7 @@ def trait_ids(conn: Connection, names: Iterable[str]) -> dict[str, int]:
     names = {name for name in names if storable(name, 255)}
     if not names:
         return {}
-    rows = conn.execute(select(t.traits.c.name, t.traits.c.id).where(t.traits.c.name.in_(names)))
-    return {row.name: row.id for row in rows}
+    return cached.trait_ids(conn, names)
 
 
 def missing(names: Iterable[str], found: dict[str, int]) -> list[str]:

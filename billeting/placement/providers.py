@@ -5,13 +5,14 @@ import datetime as dt
 import uuid as uuidlib
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, and_, exists, false, func, select, update
+from sqlalchemy import Connection, and_, bindparam, exists, false, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import aliased
 
 from billeting.placement import errors, names
 from billeting.placement.store import tables as t
 from billeting.placement.store.tx import Retry
+from billeting.placement.store.upsert import insert_if_absent
 
 _parent = aliased(t.resource_providers, name="parent")
 _root = aliased(t.resource_providers, name="root")
@@ -46,6 +47,15 @@ class Provider:
     @property
     def last_modified(self) -> dt.datetime | None:
         return self.updated_at or self.created_at
+
+
+@dataclass(slots=True)
+class ProviderKey:
+    """What a write needs of a provider: which row, and the generation seen."""
+
+    id: int
+    uuid: str
+    generation: int
 
 
 @dataclass(slots=True)
@@ -112,6 +122,48 @@ def get_many(conn: Connection, uuids: list[str]) -> dict[str, Provider]:
         return {}
     rows = conn.execute(_select().where(_rp.c.uuid.in_(set(uuids))))
     return {p.uuid: p for p in map(_from_row, rows)}
+
+
+# Hot-path statements are built once: building and hashing a statement costs
+# about as much Python time as sending it.
+_WITH_LINKED: dict[tuple, object] = {}
+_SET_ROOT = update(_rp).where(_rp.c.id == bindparam("new_id")).values(root_provider_id=bindparam("new_id"))
+_BUMP = (update(_rp).where(_rp.c.id == bindparam("provider_id"), _rp.c.generation == bindparam("seen"))
+         .values(generation=bindparam("new_generation"), updated_at=bindparam("now")))
+
+
+def with_linked(conn: Connection, uuid: str, table, *columns):
+    """The provider's id and generation together with ``columns`` of its rows
+    in ``table`` (inventories, trait or aggregate links), in ONE statement, so
+    that the generation and the rows come from the same snapshot.
+
+    Returns ``(ProviderKey, rows)``, or ``(None, [])`` when there is no such
+    provider. A provider without rows in ``table`` yields no rows.
+    """
+    if not names.storable(uuid, 36):
+        return None, []
+    key = (table.name, *(c.key for c in columns))
+    query = _WITH_LINKED.get(key)
+    if query is None:
+        query = _WITH_LINKED[key] = (
+            select(_rp.c.id.label("provider_id"), _rp.c.generation.label("provider_generation"),
+                   table.c.resource_provider_id.label("linked"), *columns)
+            .select_from(_rp.outerjoin(table, table.c.resource_provider_id == _rp.c.id))
+            .where(_rp.c.uuid == bindparam("uuid")))
+    rows = conn.execute(query, {"uuid": uuid}).all()
+    if not rows:
+        return None, []
+    key = ProviderKey(rows[0].provider_id, uuid, rows[0].provider_generation)
+    return key, [row for row in rows if row.linked is not None]
+
+
+def storable_uuid(uuid: str) -> bool:
+    """Could a provider have this uuid? (Anything else names no provider.)"""
+    return names.storable(uuid, 36)
+
+
+def missing_error(uuid: str, message: str | None = None) -> errors.NotFound:
+    return errors.NotFound(message or f"No resource provider with uuid {uuid} found")
 
 
 def require(conn: Connection, uuid: str, message: str | None = None) -> Provider:
@@ -213,6 +265,8 @@ def create(conn: Connection, *, name: str, uuid: str | None,
         raise errors.InvalidInput(
             failure + "parent provider UUID cannot be same as UUID. "
             "Please set parent provider UUID to None if there is no parent.")
+    if parent_uuid is None:
+        return _create_root(conn, name, uuid)
     clashes = _clashes(conn, name, uuid)
     if clashes:
         raise errors.Conflict(", ".join(clashes), code=errors.DUPLICATE_NAME)
@@ -246,6 +300,28 @@ def create(conn: Connection, *, name: str, uuid: str | None,
     if parent is None:
         conn.execute(update(_rp).where(_rp.c.id == new_id).values(root_provider_id=new_id))
     return require(conn, uuid)
+
+
+def _create_root(conn: Connection, name: str, uuid: str) -> Provider:
+    """A provider without parent, in two statements.
+
+    The insert skips a row that clashes on name or uuid instead of failing,
+    so the transaction stays usable to say which one clashed (no savepoint).
+    A root has no foreign keys to break: nothing else can make it fail.
+    """
+    now = utcnow()
+    new_id = insert_if_absent(conn, _rp, {
+        "uuid": uuid, "name": name, "generation": 0, "parent_provider_id": None,
+        "root_provider_id": None, "created_at": now, "updated_at": None})
+    if new_id is None:
+        clashes = _clashes(conn, name, uuid)
+        if clashes:
+            raise errors.Conflict(", ".join(clashes), code=errors.DUPLICATE_NAME)
+        raise Retry("the resource provider this one clashed with is gone")
+    conn.execute(_SET_ROOT, {"new_id": new_id})
+    return Provider(id=new_id, uuid=uuid, name=name, generation=0, parent_provider_uuid=None,
+                    root_provider_uuid=uuid, root_provider_id=new_id, parent_provider_id=None,
+                    created_at=now, updated_at=None)
 
 
 def descendant_ids(conn: Connection, provider: Provider) -> set[int]:
@@ -390,9 +466,8 @@ def _check_deletable(conn: Connection, provider: Provider) -> None:
 
 def bump_generation(conn: Connection, provider_id: int, seen: int) -> int:
     """Compare-and-set the generation; ``ConcurrentUpdate`` if somebody else won."""
-    result = conn.execute(
-        update(_rp).where(_rp.c.id == provider_id, _rp.c.generation == seen)
-        .values(generation=seen + 1, updated_at=utcnow()))
+    result = conn.execute(_BUMP, {"provider_id": provider_id, "seen": seen,
+                                  "new_generation": seen + 1, "now": utcnow()})
     if result.rowcount != 1:
         raise errors.ConcurrentUpdate(
             "resource provider generation conflict: another process changed the provider. "

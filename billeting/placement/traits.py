@@ -5,7 +5,19 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import Connection, exists, func, select
+from sqlalchemy import (
+    Connection,
+    DateTime,
+    String,
+    bindparam,
+    exists,
+    func,
+    literal,
+    null,
+    select,
+    type_coerce,
+    union_all,
+)
 from sqlalchemy.exc import IntegrityError
 
 from billeting.placement import errors, providers
@@ -16,6 +28,7 @@ from billeting.placement.store.upsert import insert_ignoring_duplicates
 
 _traits = t.traits
 _rpt = t.resource_provider_traits
+_rp = t.resource_providers
 
 MAX_NAME_LENGTH = 255
 CUSTOM_PREFIX = "CUSTOM_"
@@ -120,30 +133,59 @@ def of_provider(conn: Connection, provider_id: int) -> list[Trait]:
     return [_from_row(r) for r in rows]
 
 
+def _state_query():
+    """One statement for a trait-set write: the provider's id, generation and
+    current trait links (kind "link"), and the rows of the wanted trait names
+    (kind "trait"). NULLs are typed so that every backend returns datetimes."""
+    blank_time = type_coerce(null(), DateTime)
+    links = (select(literal("link").label("kind"), _rp.c.id.label("provider_id"),
+                    _rp.c.generation.label("provider_generation"), _rpt.c.trait_id.label("trait_id"),
+                    type_coerce(null(), String).label("name"), blank_time.label("created_at"),
+                    blank_time.label("updated_at"))
+             .select_from(_rp.outerjoin(_rpt, _rpt.c.resource_provider_id == _rp.c.id))
+             .where(_rp.c.uuid == bindparam("uuid")))
+    wanted = (select(literal("trait"), null(), null(), _traits.c.id, _traits.c.name, _traits.c.created_at,
+                     _traits.c.updated_at)
+              .where(_traits.c.name.in_(bindparam("names", expanding=True))))
+    return union_all(links, wanted)
+
+
+_STATE = _state_query()
+
+
 def set_for_provider(conn: Connection, uuid: str, names: list[str], given_generation: int) -> ProviderTraits:
     """Replace a provider's trait set (spec 3.6.2).
 
     Checks, in order: provider exists (404), generation matches (409), every
     name exists (400). The generation moves only if the set changed.
     """
-    provider = providers.require(conn, uuid)
+    wanted = list(dict.fromkeys(names))  # dedupe, keep first-seen order
+    provider = None
+    current: set[int] = set()
+    found: dict[str, Trait] = {}  # whole rows: they are also the answer
+    if providers.storable_uuid(uuid):
+        searchable = [n for n in wanted if _could_exist(n)]
+        for row in conn.execute(_STATE, {"uuid": uuid, "names": searchable}):
+            if row.kind == "trait":
+                found[row.name] = Trait(id=row.trait_id, name=row.name, created_at=row.created_at,
+                                        updated_at=row.updated_at)
+                continue
+            provider = providers.ProviderKey(row.provider_id, uuid, row.provider_generation)
+            if row.trait_id is not None:
+                current.add(row.trait_id)
+    if provider is None:
+        raise providers.missing_error(uuid)
     if provider.generation != given_generation:
         raise errors.ConcurrentUpdate(providers.GENERATION_CHANGED)
-    wanted = list(dict.fromkeys(names))  # dedupe, keep first-seen order
-    searchable = [n for n in wanted if _could_exist(n)]
-    ids = {}
-    if searchable:
-        ids = {r.name: r.id for r in conn.execute(
-            select(_traits.c.name, _traits.c.id).where(_traits.c.name.in_(searchable)))}
-    unknown = [n for n in wanted if n not in ids]
+    unknown = [n for n in wanted if n not in found]
     if unknown:
         raise errors.InvalidInput(f"No such trait {', '.join(unknown)}")
-    wanted_ids = set(ids.values())
-    current = {trait.id for trait in of_provider(conn, provider.id)}
+    wanted_ids = {trait.id for trait in found.values()}
     generation = provider.generation
     if replace_links(conn, _rpt, _rpt.c.trait_id, provider.id, current, wanted_ids, what="traits"):
         generation = providers.bump_generation(conn, provider.id, provider.generation)
-    return ProviderTraits(traits=of_provider(conn, provider.id), generation=generation)
+    return ProviderTraits(traits=sorted(found.values(), key=lambda trait: trait.name),
+                          generation=generation)
 
 
 def clear_for_provider(conn: Connection, uuid: str) -> None:

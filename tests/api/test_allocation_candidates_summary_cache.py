@@ -4,6 +4,9 @@ not bump provider generations (usage going down, reparenting, class renames,
 a provider re-created under the same uuid)."""
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 import pytest
 
 from billeting.placement.candidates import summary_cache
@@ -153,13 +156,63 @@ def test_old_microversions_list_requested_classes_only(client):
                                        "traits": ["HW_CPU_X86_AVX2"]}}
 
 
-def test_a_full_cache_empties_itself_and_stays_exact(client, monkeypatch, fills):
-    monkeypatch.setattr(summary_cache, "MAX_ENTRIES", 3)
+def _cached_ids() -> set[int]:
+    return {p for cache in summary_cache._CACHES.values() for p in cache.entries}
+
+
+def _flat_hosts(client, count: int, traits: list[str]) -> Fleet:
     fleet = Fleet(client)
-    for i in range(5):
-        fleet.provider(f"cn{i}", inventory={"VCPU": i + 1})
-    for _ in range(2):
+    for i in range(count):
+        fleet.provider(f"cn{i}", inventory={"VCPU": i + 1, "MEMORY_MB": 1024}, traits=traits)
+    return fleet
+
+
+def test_a_full_cache_keeps_its_bound_and_stays_exact(client, monkeypatch, fills):
+    fleet = _flat_hosts(client, 40, ["HW_CPU_X86_AVX2", "HW_CPU_X86_SSE2"])
+    monkeypatch.setattr(summary_cache, "MAX_BYTES", 25_000)  # room for about 15 of them
+    expected = {f"cn{i}": i + 1 for i in range(40)}
+    for round_ in range(3):
         got = summaries(client)
-        assert {fleet.name[u]: s["resources"]["VCPU"]["capacity"] for u, s in got.items()} == {
-            f"cn{i}": i + 1 for i in range(5)}
-    assert fills == [5, 5]  # too big to keep: read in full each time
+        assert {fleet.name[u]: s["resources"]["VCPU"]["capacity"] for u, s in got.items()} == expected
+        assert 0 < summary_cache.charged_bytes() <= summary_cache.MAX_BYTES
+    kept = len(_cached_ids())
+    assert 0 < kept < 40
+    # The part that fits stays; only the rest is read again each time.
+    assert fills == [40, 40 - kept, 40 - kept]
+
+
+def test_the_bound_covers_what_the_cache_really_holds(client, monkeypatch):
+    """Measured: the memory the cache frees when emptied, serialized summaries
+    of both cached shapes included, is within what it was charged."""
+    _flat_hosts(client, 40, ["HW_CPU_X86_AVX2", "CUSTOM_A_RATHER_LONG_TRAIT_NAME"])
+    monkeypatch.setattr(summary_cache, "MAX_BYTES", 40_000)
+    summaries(client)  # (statements and names cached before measuring)
+    summary_cache.clear()
+    tracemalloc.start()
+    try:
+        for mv in ("1.39", "1.28", "1.39"):  # (two shapes of serialized summary)
+            summaries(client, mv=mv)
+        gc.collect()
+        charged = summary_cache.charged_bytes()
+        with_cache = tracemalloc.get_traced_memory()[0]
+        summary_cache.clear()
+        gc.collect()
+        held = with_cache - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert 0 < held <= charged <= summary_cache.MAX_BYTES
+
+
+def test_a_full_cache_makes_room_for_the_scope_it_serves(client, monkeypatch):
+    fleet = Fleet(client)
+    for i in range(20):
+        fleet.provider(f"a{i}", inventory={"VCPU": 4}, traits=["HW_CPU_X86_AVX2"])
+        fleet.provider(f"b{i}", inventory={"VCPU": 4}, traits=["HW_CPU_X86_SSE2"])
+    monkeypatch.setattr(summary_cache, "MAX_BYTES", 30_000)  # about one group's worth
+    ids = {}
+    for group, trait in (("a", "HW_CPU_X86_AVX2"), ("b", "HW_CPU_X86_SSE2")):
+        got = summaries(client, f"resources=VCPU:1&required={trait}")
+        assert {fleet.name[u][0] for u in got} == {group}
+        ids[group] = _cached_ids()
+    assert ids["a"] and ids["b"] and not ids["a"] & ids["b"]  # a's entries made way for b's
+    assert summary_cache.charged_bytes() <= summary_cache.MAX_BYTES

@@ -608,12 +608,13 @@ def test_concurrent_writers_never_overcommit(client, create_provider, app):
     assert used == 5
 
 
-@pytest.mark.parametrize("hook", ["_read_usage", "_admit"])
+@pytest.mark.parametrize("hook", ["_read_state", "_admit"])
 def test_commit_inside_the_read_write_window_is_caught(test_database, app, client, create_provider,
                                                        monkeypatch, hook):
-    """Another writer commits while this write sits between its generation read
-    and its compare-and-set: before the usage read (it must then see the new
-    usage) or after it (its compare-and-set must then fail and the re-run see it)."""
+    """Another writer commits around this write's one-statement read of
+    generations and usage: just before it (the read must then see the new
+    usage) or between it and the compare-and-set (which must then fail, and
+    the re-run see the new usage)."""
     if test_database.backend == "sqlite":
         pytest.skip("SQLite serializes writers at BEGIN IMMEDIATE; no window to hit")
     rp = create_provider()["uuid"]

@@ -354,12 +354,28 @@ def test_put_all_removing_class_in_use(client, rp, engine):
     resp = put_all(client, rp, 1, {"MEMORY_MB": {"total": 512}}, mv="1.23")
     assert resp.status == 409
     assert resp.error["code"] == "placement.inventory.inuse"
-    assert resp.error["detail"] == (f"update conflict: Inventory for 'DISK_GB, VCPU' on "
+    assert resp.error["detail"] == (f"update conflict: Inventory for 'VCPU, DISK_GB' on "
                                     f"resource provider '{rp}' in use.")
     match = NOVA_IN_USE.search(resp.error["detail"])
     assert match and match.group(2) == f"'{rp}'"
     assert generation(client, rp) == 1
     assert set(client.get(inv_path(rp)).json["inventories"]) == {"VCPU", "DISK_GB", "MEMORY_MB"}
+
+
+def test_in_use_classes_are_listed_in_upstream_order(client, rp, engine):
+    # By class id, as upstream: standard classes in os-resource-classes order,
+    # then custom classes in order of creation (not by name).
+    for custom in ("CUSTOM_ZED", "CUSTOM_ALPHA"):
+        assert client.put(f"/resource_classes/{custom}", mv="1.7").status == 201
+    classes = ["DISK_GB", "CUSTOM_ALPHA", "MEMORY_MB", "CUSTOM_ZED", "VCPU"]
+    assert put_all(client, rp, 0, {rc: {"total": 10} for rc in classes}).status == 200
+    for rc in classes:
+        allocate(engine, rp, rc, 1)
+    expected = f"Inventory for 'VCPU, MEMORY_MB, DISK_GB, CUSTOM_ZED, CUSTOM_ALPHA' on resource provider '{rp}' in use."
+    resp = client.delete(inv_path(rp), mv="1.39")
+    assert (resp.status, resp.error["detail"]) == (409, expected)
+    resp = put_all(client, rp, 1, {})
+    assert (resp.status, resp.error["detail"]) == (409, f"update conflict: {expected}")
 
 
 def test_put_all_may_shrink_below_usage(client, rp, engine):

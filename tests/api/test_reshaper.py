@@ -279,7 +279,8 @@ def test_keys_no_database_can_hold(client, tree):
     body["inventories"][child]["inventories"]["VC\u0000PU"] = {"total": 1}
     resp = reshape(client, body)
     assert resp.status == 400
-    assert resp.error["detail"] == "malformed reshaper data: No such resource class VC\u0000PU."
+    assert resp.error["detail"] == ("JSON does not validate: NUL characters (\\u0000) are not allowed in strings: "
+                                    f"instance['inventories']['{child}']['inventories'] (key 'VC\\x00PU')")
     body = move_vcpu_body(client, root, child, instance)
     body["inventories"][child + "\n"] = body["inventories"].pop(child)
     assert reshape(client, body).status == 400

@@ -72,7 +72,8 @@ def test_policy_denies_before_lookup(client, method, path, rule):
 def test_list_honours_accept(client):
     resp = client.get("/traits", mv="1.6", headers={"Accept": "text/plain"})
     assert resp.status == 406
-    assert resp.error["detail"] == "Only application/json is provided"
+    assert resp.headers["content-type"] == "text/plain; charset=UTF-8"
+    assert resp.text.endswith("\n\n Only application/json is provided")
 
 
 # --- GET /traits ---------------------------------------------------------------

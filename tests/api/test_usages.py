@@ -96,7 +96,7 @@ def test_provider_usages_report_the_current_generation(client, create_provider, 
     assert client.get(f"/resource_providers/{rp}/usages").json["resource_provider_generation"] == 7
 
 
-@pytest.mark.parametrize("uuid", [_uuid(), "not-a-uuid"])
+@pytest.mark.parametrize("uuid", ["7b0c36cd-5d4b-4a44-9c1f-0a3f4cbd22e1", "not-a-uuid"])
 def test_provider_usages_unknown_provider_is_404(client, uuid):
     resp = client.get(f"/resource_providers/{uuid}/usages", mv="1.23")
     assert resp.status == 404
@@ -132,7 +132,7 @@ def test_provider_usages_accept_and_methods(client, create_provider):
     rp = create_provider()["uuid"]
     resp = client.get(f"/resource_providers/{rp}/usages", headers={"Accept": "text/html"})
     assert resp.status == 406
-    assert "Only application/json is provided" in resp.error["detail"]
+    assert "Only application/json is provided" in resp.text
     assert client.get(f"/resource_providers/{rp}/usages",
                       headers={"Accept": "text/html, */*"}).status == 200
     for method in ("PUT", "POST", "DELETE", "HEAD"):

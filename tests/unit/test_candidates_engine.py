@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import event
 
 from billeting.placement import candidates
-from billeting.placement.candidates import engine as engine_mod, names, search, summary_cache, world as world_mod
+from billeting.placement.candidates import engine as engine_mod, names, summary_cache, world as world_mod
 from billeting.placement.candidates.combine import dedupe_key
 from tests.api.test_allocation_candidates_fleet import Fleet, canonical
 

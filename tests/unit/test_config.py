@@ -85,7 +85,7 @@ def test_cli_repeatable_cors_flags():
     ({"BILLETING_LEGACY_POLICY": "maybe"}, "invalid value for legacy_policy"),
     ({"BILLETING_AUTH": "basic"}, "auth must be noauth2 or keystone"),
     ({"BILLETING_LOG_LEVEL": "chatty"}, "log_level must be one of"),
-    ({"BILLETING_CONFIG_FILE": "/nonexistent/billeting.conf"}, "could not be read"),
+    ({"BILLETING_CONFIG_FILE": "/nonexistent/billeting.conf"}, "cannot read config file"),
 ])
 def test_bad_values_are_settings_errors(environ, message):
     with pytest.raises(SettingsError, match=message):
@@ -109,6 +109,8 @@ def test_default_db_is_in_the_user_data_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     url = config.default_db_url()
     assert url == f"sqlite:///{tmp_path / 'data' / 'billeting' / 'placement.sqlite'}"
+    assert not (tmp_path / "data").exists()  # naming it creates nothing
+    config.ensure_default_data_dir()
     assert (tmp_path / "data" / "billeting").is_dir()
     assert Settings().db_url == url
     assert Settings(db="sqlite:///x.sqlite").db_url == "sqlite:///x.sqlite"
@@ -121,3 +123,35 @@ def test_generation_strategy_is_read_and_checked(tmp_path):
         "breadth-first"
     with pytest.raises(SettingsError, match="allocation_candidates_generation_strategy"):
         load_settings({}, environ={"BILLETING_ALLOCATION_CANDIDATES_GENERATION_STRATEGY": "sideways"})
+
+
+def test_oslo_policy_section(tmp_path):
+    path = tmp_path / "policy.conf"
+    path.write_text("[oslo_policy]\nenforce_new_defaults = False\nenforce_scope = False\n"
+                    "policy_file = /etc/billeting/policy.yaml\n")
+    settings = load_settings({"config_file": str(path)}, environ={})
+    assert settings.legacy_policy is True
+    assert settings.enforce_scope is False
+    assert settings.policy_file == "/etc/billeting/policy.yaml"
+    path.write_text("[oslo_policy]\nenforce_new_defaults = true\n")
+    assert load_settings({"config_file": str(path)}, environ={}).legacy_policy is False
+    # The flag and the environment still come first.
+    assert load_settings({"config_file": str(path), "legacy_policy": True}, environ={}).legacy_policy is True
+    assert load_settings({"config_file": str(path)}, environ={"BILLETING_LEGACY_POLICY": "1"}).legacy_policy is True
+    assert Settings().enforce_scope is True
+
+
+def test_contradicting_legacy_switches_in_one_file(tmp_path):
+    path = tmp_path / "both.conf"
+    path.write_text("[oslo_policy]\nenforce_new_defaults = true\n[billeting]\nlegacy_policy = true\n")
+    with pytest.raises(SettingsError, match="contradict each other"):
+        load_settings({"config_file": str(path)}, environ={})
+    path.write_text("[oslo_policy]\nenforce_new_defaults = false\n[billeting]\nlegacy_policy = true\n")
+    assert load_settings({"config_file": str(path)}, environ={}).legacy_policy is True
+
+
+def test_bad_oslo_policy_value_names_it(tmp_path):
+    path = tmp_path / "bad.conf"
+    path.write_text("[oslo_policy]\nenforce_new_defaults = perhaps\n")
+    with pytest.raises(SettingsError, match=r"\[oslo_policy\] enforce_new_defaults: invalid value"):
+        load_settings({"config_file": str(path)}, environ={})

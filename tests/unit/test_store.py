@@ -89,3 +89,35 @@ def test_failed_unit_of_work_leaves_nothing_behind(engine):
         tx.run_write(engine, work)
     with engine.connect() as conn:
         assert conn.execute(select(t.traits.c.id).where(t.traits.c.name == "CUSTOM_HALF_WRITTEN")).first() is None
+
+
+def test_a_dead_pooled_connection_is_replaced_without_an_error(test_database, db_url):
+    """Pooled connections are not pinged before use; a unit of work that finds
+    its connection dead (database restarted, backend killed) before COMMIT is
+    simply run again on a fresh one."""
+    from sqlalchemy import create_engine, text
+
+    from billeting.placement.store.engine import make_engine
+
+    if test_database.backend == "sqlite":
+        pytest.skip("SQLite has no server connection to lose")
+    postgres = test_database.backend == "postgresql"
+    eng = make_engine(db_url, pool_size=1)
+    admin = create_engine(db_url, isolation_level="AUTOCOMMIT")
+    try:
+        backend = tx.run_read(eng, lambda conn: conn.execute(
+            text("SELECT pg_backend_pid()" if postgres else "SELECT CONNECTION_ID()")).scalar())
+        with admin.connect() as conn:
+            conn.execute(text(f"SELECT pg_terminate_backend({int(backend)})" if postgres
+                              else f"KILL {int(backend)}"))
+        calls: list[int] = []
+
+        def work(conn):
+            calls.append(1)
+            return conn.execute(text("SELECT 42")).scalar()
+
+        assert tx.run_write(eng, work) == 42
+        assert len(calls) == 2  # the first attempt met the dead connection
+    finally:
+        eng.dispose()
+        admin.dispose()

@@ -41,8 +41,7 @@ class ProviderAggregates(Resource):
         util.require_json_content(req)
         util.require_version(req, MIN_VERSION)
         util.authorize(req, "placement:resource_providers:aggregates:update")
-        run_read(self.engine, lambda conn: providers.require(conn, uuid))
-        body = util.read_json(req, schemas.put(req.context.mv))
+        body = util.read_json_for_provider(req, schemas.put(req.context.mv), self.engine, uuid)
         if req.context.mv >= GENERATION_VERSION:
             wanted, generation = body["aggregates"], body["resource_provider_generation"]
         else:

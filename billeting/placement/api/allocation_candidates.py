@@ -11,21 +11,19 @@ import orjson
 from orjson import Fragment
 from sqlalchemy import Connection
 
-from billeting.placement import candidates, errors
+from billeting.placement import candidates, errors, metrics
 from billeting.placement.api import query, util
 from billeting.placement.api.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
+from billeting.placement.api.schemas import queries as query_schemas
 from billeting.placement.candidates import gcpause, names
 from billeting.placement.store.tx import run_read
 
 GROUP_BASES = ("resources", "required", "member_of", "in_tree")
 _BASE_SINCE = {"resources": (1, 10), "required": (1, 17), "member_of": (1, 21), "in_tree": (1, 31)}
-_WIDE_SINCE = {"limit": (1, 16), "group_policy": (1, 25), "root_required": (1, 35), "same_subtree": (1, 36)}
 _NUMERIC_SUFFIX = "[1-9][0-9]*"
 _STRING_SUFFIX = "[a-zA-Z0-9_-]{1,64}"
-_LIMIT = re.compile(r"[1-9][0-9]*\Z")
-_POLICIES = ("none", "isolate")
-_FORM_WITH_FORBIDDEN = "HW_CPU_X86_VMX,!CUSTOM_MAGIC"
+_FIRST_WINS = ("limit", "group_policy")
 
 
 def _bad(detail: str, code: str | None = None) -> HTTPProblem:
@@ -36,7 +34,7 @@ def _invalid(detail: str) -> HTTPProblem:
     return _bad(f"Invalid query string parameters: {detail}")
 
 
-# --- step 1: which keys exist at this microversion -------------------------------
+# --- step 1: the query schema ----------------------------------------------------
 
 def _suffix_pattern(mv: tuple[int, int]) -> str | None:
     if mv < (1, 25):
@@ -56,33 +54,15 @@ def _split_key(key: str, mv: tuple[int, int]) -> tuple[str, str] | None:
     return None
 
 
-def _check_keys(pairs: list[tuple[str, str]], mv: tuple[int, int]) -> None:
-    wide = {name for name, since in _WIDE_SINCE.items() if mv >= since}
-    unknown = sorted({k for k, _ in pairs if k not in wide and _split_key(k, mv) is None})
-    if not unknown:
-        return
-    listed = ", ".join(repr(k) for k in unknown)
-    pattern = _suffix_pattern(mv)
-    if pattern is None:
-        verb = "was" if len(unknown) == 1 else "were"
-        raise _invalid(f"Additional properties are not allowed ({listed} {verb} unexpected)")
-    regexes = sorted(f"'^{base}({pattern})?$'" for base in GROUP_BASES if mv >= _BASE_SINCE[base])
-    regexes += sorted(f"'^{name}$'" for name in wide)
-    verb = "does" if len(unknown) == 1 else "do"
-    raise _invalid(f"{listed} {verb} not match any of the regexes: {', '.join(regexes)}")
-
-
 def _check_schema(pairs: list[tuple[str, str]], mv: tuple[int, int]) -> None:
-    _check_keys(pairs, mv)
-    keys = {k for k, _ in pairs}
-    if mv < (1, 25) and "resources" not in keys:
-        raise _invalid("'resources' is a required property")
-    # Quirk Q3: the first occurrence is used, but every one must be valid.
+    schema = query_schemas.candidates(mv)
+    last = util.query_last(pairs)
+    util.validate_query(last, schema)
+    # Quirk Q3: the first occurrence is used, but every one must be valid,
+    # and is reported as if it were the only one.
     for key, value in pairs:
-        if key == "limit" and not _LIMIT.match(value):
-            raise _invalid(f"'{value}' does not match '^[1-9][0-9]*$'")
-        if key == "group_policy" and value not in _POLICIES:
-            raise _invalid(f"'{value}' is not one of ['none', 'isolate']")
+        if key in _FIRST_WINS and value != last[key]:
+            util.validate_query({**last, key: value}, schema)
 
 
 # --- steps 2-7: parse and check the structure ----------------------------------
@@ -113,22 +93,14 @@ def _parse_root_required(values: list[str]) -> tuple[set[str], set[str]]:
                    errors.QUERY_DUPLICATE_KEY)
     if not values:
         return set(), set()
-    value = values[0]
-    if value.startswith("in:"):
-        raise _invalid("The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' only supported since "
-                       f"microversion 1.39. Got: {value}")
-    required, forbidden = set(), set()
-    for name in value.split(","):
-        bare = name.lstrip("!")
-        if not bare:
-            raise _invalid(f"Expected 'required' parameter value of the form: {_FORM_WITH_FORBIDDEN}. "
-                           f"Got an empty trait in: {value}")
-        (forbidden if name.startswith("!") else required).add(bare)
-    conflict = required & forbidden
+    # Parsed as a 'required' value, but never in the 'in:' form.
+    expr = query.parse_trait_value(values[0], allow_forbidden=True, allow_any_of=False)
+    required = set().union(*expr.required)
+    conflict = required & expr.forbidden
     if conflict:
         raise _bad("Conflicting required and forbidden traits found in root_required: "
                    + ", ".join(sorted(conflict)), errors.QUERY_BAD_VALUE)
-    return required, forbidden
+    return required, expr.forbidden
 
 
 def _parse_same_subtree(values: list[str]) -> list[frozenset[str]]:
@@ -160,14 +132,15 @@ def _parse_groups(pairs: list[tuple[str, str]], mv: tuple[int, int]) -> list[Par
             if base == "resources":
                 group.resources = query.parse_resources(given[-1])
             elif base == "required":
-                group.traits = query.parse_required(given, mv, key="required")
+                group.traits = query.parse_required(given, mv)
             elif base == "member_of":
-                group.member_of = query.parse_member_of(given, mv, key="member_of")
+                group.member_of = query.parse_member_of(given, mv, suffix)
             else:
-                if not util.is_uuid_like(given[-1]):
+                in_tree = given[-1].strip()
+                if not util.is_uuid_like(in_tree):
                     raise _invalid("Expected 'in_tree' parameter to be a format of uuid. "
                                    f"Got: {given[-1]}")
-                group.in_tree = given[-1]
+                group.in_tree = in_tree
         groups.append(group)
     return groups
 
@@ -234,13 +207,19 @@ def parse(req) -> ParsedQuery:
         util.query_all(pairs, "root_required"))                        # step 2
     parsed.same_subtree = _parse_same_subtree(util.query_all(pairs, "same_subtree"))  # step 3
     parsed.groups = _parse_groups(pairs, mv)                           # step 4
+    check(parsed, mv)                                                  # steps 5-7
+    return parsed
+
+
+def check(parsed: ParsedQuery, mv: tuple[int, int]) -> None:
+    """Steps 5-7: the structure of a parsed query. Also run by in-process
+    clients that build a ``ParsedQuery`` without a query string."""
     _check_structure(parsed, mv)                                       # step 5
     _check_conflicts(parsed, mv)                                       # step 6
     suffixed = [g for g in parsed.groups if g.suffix]
     if len(suffixed) > 1 and parsed.group_policy is None:              # step 7
         raise _bad('The "group_policy" parameter is required when specifying more than one '
                    '"resources{N}" parameter.')
-    return parsed
 
 
 # --- step 8: resolve names into the engine's typed request ----------------------
@@ -324,8 +303,8 @@ def _summary_shape(mv: tuple[int, int]) -> int:
 
 
 def _wire_summary(s: candidates.ProviderSummary, shape: int) -> Fragment:
-    wire = s.wire.get(shape)
-    if wire is None:
+    memo = s.wire
+    if memo is None or memo[0] != shape:
         if shape == 29:
             body = {"resources": s.resources, "traits": s.traits,
                     "parent_provider_uuid": s.parent_uuid, "root_provider_uuid": s.root_uuid}
@@ -334,8 +313,8 @@ def _wire_summary(s: candidates.ProviderSummary, shape: int) -> Fragment:
         else:
             body = {"resources": s.resources}
         # (decoded: orjson's bytes keep a buffer of at least 1 KB, a str is exact)
-        wire = s.wire[shape] = Fragment(orjson.dumps(body).decode())
-    return wire
+        memo = s.wire = (shape, Fragment(orjson.dumps(body).decode()))
+    return memo[1]
 
 
 def render(result: candidates.CandidateResult, mv: tuple[int, int]) -> dict:
@@ -363,6 +342,7 @@ class AllocationCandidates(Resource):
 
         with gcpause.paused():
             result = run_read(self.engine, work)
+            metrics.observe_candidates(len(result))
             util.send_json(req, resp, render(result, mv))
             # Free the answer's objects before collection resumes, so that no
             # collection has to walk them.

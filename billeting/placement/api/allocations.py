@@ -29,6 +29,8 @@ def consumer_write(mv: tuple[int, int], consumer_uuid: str, entry: dict) -> Cons
     """A validated dict-form consumer entry (PUT ≥ 1.12, POST, reshaper) as a domain write.
     ``mappings`` (≥ 1.34) is accepted and ignored; ``generation`` in provider entries too."""
     check_uuid_keys([consumer_uuid, *entry["allocations"]])
+    if "mappings" in entry:
+        util.validate(entry["mappings"], schemas.MAPPING_VALUES)
     return ConsumerWrite(
         consumer_uuid=consumer_uuid,
         resources={rp: dict(part["resources"]) for rp, part in entry["allocations"].items()},

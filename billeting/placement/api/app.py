@@ -1,8 +1,9 @@
 """Assemble the WSGI application: routes, middleware and the outer layers.
 
-Processing order (spec 2.2), outermost first: request id → CORS → auth →
-context (401) → catch-all 500 → microversion (400/406) → body-length
-sanity → routing (404/405) → handler.
+Processing order (spec 2.2), outermost first: request metrics → request id →
+operator endpoints that need no token (/openapi.json, /healthcheck, open
+/metrics) → CORS → auth → /metrics under policy → context (401) → catch-all
+500 → microversion (400/406) → body-length sanity → routing (404/405) → handler.
 """
 from __future__ import annotations
 
@@ -12,14 +13,19 @@ from dataclasses import dataclass
 
 import falcon
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from billeting.config import Settings
 from billeting.placement import errors as domain
-from billeting.placement.api import auth, microversion
+from billeting.placement import openapi
+from billeting.placement.api import auth, microversion, negotiation
 from billeting.placement.api.context import context_from_environ
-from billeting.placement.api.errors import HTTPProblem, error_document, status_for
+from billeting.placement.api.errors import HTTPProblem, error_document, method_not_allowed, status_for
+from billeting.placement.api.operator_endpoints import OPERATOR_PATHS, ProtectedMetrics, PublicEndpoints
 from billeting.placement.api.policy import Authorizer
+from billeting.placement.api.request_metrics import ERROR_CODE_KEY, RequestMetrics, RouteLabels
 from billeting.placement.api.routes import load_routes
+from billeting.placement.store.outage import unavailable_reason
 from billeting.placement.store.tx import RetriesExhausted
 
 LOG = logging.getLogger(__name__)
@@ -68,8 +74,7 @@ class PlacementMiddleware:
         if resource is None or any(value == "" for value in params.values()):
             raise HTTPProblem(404, "The resource could not be found.")
         if req.method not in resource.METHODS:
-            raise HTTPProblem(405, "The method specified is not allowed for this resource.",
-                              headers={"Allow": ", ".join(resource.METHODS)})
+            raise method_not_allowed(req.method, resource.METHODS)
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:
         version = getattr(req.context, "mv", None)
@@ -89,9 +94,20 @@ def _render(req: falcon.Request, resp: falcon.Response, status: int, detail: str
     send_code = code if version is not None and version >= (1, 23) else None
     auth_ctx = getattr(req.context, "auth", None)
     request_id = auth_ctx.request_id if auth_ctx else req.env.get(auth.REQUEST_ID_KEY)
+    req.env[ERROR_CODE_KEY] = code  # for the metrics: why a write was refused
     resp.status = status
-    resp.content_type = "application/json"
-    resp.data = error_document(status, detail, request_id, code=send_code, extra=extra)
+    kind = negotiation.error_body_type(req.env) if req.method != "HEAD" else None
+    if kind is None:
+        resp.content_type = negotiation.HEAD_CONTENT_TYPE
+        resp.data = b""
+    elif kind == negotiation.JSON:
+        resp.content_type = "application/json"
+        resp.data = error_document(status, negotiation.json_detail(detail), request_id,
+                                   code=send_code, extra=extra)
+    else:
+        page = negotiation.render(req.env, kind, status, detail, allow="Allow" in (headers or {}))
+        resp.content_type = page.content_type
+        resp.data = page.body
     for name, value in (headers or {}).items():
         resp.set_header(name, value)
 
@@ -118,10 +134,21 @@ def _handle_falcon_error(req, resp, exc: falcon.HTTPError, params) -> None:
     if isinstance(exc, falcon.HTTPNotFound) or exc.status_code == 404:
         detail = "The resource could not be found."
     elif exc.status_code == 405:
-        detail = "The method specified is not allowed for this resource."
+        detail = f"The method {req.method} is not allowed for this resource."
     else:
         detail = exc.description or exc.title or "Error"
     _render(req, resp, exc.status_code, detail, domain.UNDEFINED, dict(exc.headers or {}))
+
+
+def _handle_database_error(req, resp, exc: DBAPIError, params) -> None:
+    reason = unavailable_reason(exc)
+    if reason is None:
+        _handle_unexpected(req, resp, exc, params)
+        return
+    # The driver's own words name hosts and ports: for the log, not the client.
+    LOG.warning("database unavailable during %s %s: %s", req.method, req.path,
+                str(exc.orig).strip().splitlines()[0] if str(exc.orig).strip() else type(exc.orig).__name__)
+    _render(req, resp, 503, f"The database is unavailable: {reason}; retry later.", domain.UNDEFINED)
 
 
 def _handle_unexpected(req, resp, exc: Exception, params) -> None:
@@ -145,6 +172,7 @@ def make_falcon_app(deps: Deps) -> falcon.App:
     app.add_error_handler(falcon.HTTPError, _handle_falcon_error)
     app.add_error_handler(domain.PlacementError, _handle_placement_error)
     app.add_error_handler(RetriesExhausted, _handle_retries_exhausted)
+    app.add_error_handler(DBAPIError, _handle_database_error)
     return app
 
 
@@ -163,8 +191,11 @@ class _RootPathFix:
 def make_app(settings: Settings, engine: Engine):
     """The full WSGI stack for ``settings``."""
     deps = Deps(settings=settings, engine=engine,
-                authorizer=Authorizer(policy_file=settings.policy_file, legacy=settings.legacy_policy))
+                authorizer=Authorizer(policy_file=settings.policy_file, legacy=settings.legacy_policy,
+                                      enforce_scope=settings.enforce_scope))
     wsgi = make_falcon_app(deps)
+    if settings.metrics_access == "policy":
+        wsgi = ProtectedMetrics(wsgi, deps)
     if settings.auth == "keystone":
         wsgi = auth.keystone_middleware(wsgi, settings.config_file)
     else:
@@ -174,4 +205,6 @@ def make_app(settings: Settings, engine: Engine):
         from billeting.placement.api.cors import cors_middleware
 
         wsgi = cors_middleware(wsgi, settings.cors_origins, settings.cors_allow_headers)
-    return auth.RequestIdMiddleware(wsgi)
+    wsgi = PublicEndpoints(wsgi, deps, openapi.document_bytes())
+    templates = [path for path, _ in load_routes()[0]] + list(OPERATOR_PATHS)
+    return RequestMetrics(auth.RequestIdMiddleware(wsgi), RouteLabels(templates))

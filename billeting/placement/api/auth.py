@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-import orjson
+from billeting.placement.api import negotiation
 
 REQUEST_ID_KEY = "billeting.request_id"
 ROOT_PATHS = ("", "/")
@@ -46,16 +46,6 @@ def is_root(environ) -> bool:
     return environ.get("PATH_INFO", "") in ROOT_PATHS
 
 
-def unauthorized(start_response, message: str = "The request you have made requires authentication."):
-    body = orjson.dumps({"message": message, "code": "401 Unauthorized", "title": "Unauthorized"})
-    start_response("401 Unauthorized", [
-        ("Content-Type", "application/json"),
-        ("Content-Length", str(len(body))),
-        ("WWW-Authenticate", "Keystone uri='unknown'"),
-    ])
-    return [body]
-
-
 class NoAuth2Middleware:
     """Testing-only authentication: the token names the user (spec 2.11).
 
@@ -71,7 +61,7 @@ class NoAuth2Middleware:
         if not token:
             if is_root(environ):
                 return self.app(environ, start_response)
-            return unauthorized(start_response)
+            return negotiation.unauthorized(environ, start_response)
         user_id, _, project_id = token.partition(":")
         project_id = project_id or user_id
         environ["HTTP_X_USER_ID"] = user_id

@@ -53,5 +53,12 @@ def bad_request(detail: str, code: str | None = None) -> HTTPProblem:
     return HTTPProblem(400, detail, code=code)
 
 
+def method_not_allowed(method: str, allowed: tuple[str, ...] | None = None) -> HTTPProblem:
+    """405 naming the method, as upstream's; ``Allow`` unless the route
+    exists only at other microversions."""
+    headers = {"Allow": ", ".join(allowed)} if allowed else None
+    return HTTPProblem(405, f"The method {method} is not allowed for this resource.", headers=headers)
+
+
 def not_found(detail: str = "The resource could not be found.") -> HTTPProblem:
     return HTTPProblem(404, detail)

@@ -72,14 +72,14 @@ class Inventories(Resource):
     def on_post(self, req, resp, uuid: str) -> None:
         util.require_json_content(req)
         util.authorize(req, "placement:resource_providers:inventories:create")
-        run_read(self.engine, lambda conn: providers.require(conn, uuid))
-        body = util.read_json(req, schemas.POST)
+        body = util.read_json_for_provider(req, schemas.POST, self.engine, uuid)
         record = build_record(body["resource_class"], body)
-        inventories.check_capacity(uuid, record, action="create",
-                                   reserved_may_equal_total=_reserved_may_equal_total(req))
+        equal_ok = _reserved_may_equal_total(req)
 
         def work(conn):
-            return inventories.add_one(conn, providers.require(conn, uuid), record)
+            provider = providers.require(conn, uuid)
+            inventories.check_capacity(uuid, record, action="create", reserved_may_equal_total=equal_ok)
+            return inventories.add_one(conn, provider, record)
 
         added = run_write(self.engine, work)
         resp.set_header("Location", util.location(
@@ -90,8 +90,7 @@ class Inventories(Resource):
     def on_put(self, req, resp, uuid: str) -> None:
         util.require_json_content(req)
         util.authorize(req, "placement:resource_providers:inventories:update")
-        run_read(self.engine, lambda conn: providers.require(conn, uuid))
-        body = util.read_json(req, schemas.PUT_ALL)
+        body = util.read_json_for_provider(req, schemas.PUT_ALL, self.engine, uuid)
         generation = body["resource_provider_generation"]
         # Keys that cannot be class names were not schema-checked; they are
         # reported as unknown classes once the generation has been checked.
@@ -101,7 +100,9 @@ class Inventories(Resource):
         equal_ok = _reserved_may_equal_total(req)
 
         def work(conn):
-            provider = providers.require(conn, uuid)
+            provider, existing = inventories.for_write(conn, uuid)
+            if provider is None:
+                raise providers.missing_error(uuid)
             providers.check_generation(provider, generation)
             for record in records.values():
                 inventories.check_capacity(uuid, record, action="update",
@@ -111,7 +112,8 @@ class Inventories(Resource):
                     f"Unknown resource class in inventory for resource provider {uuid}: "
                     f"No such resource class {unknown[0]}.")
             try:
-                return inventories.replace_all(conn, provider, records, generation=generation)
+                return inventories.replace_all(conn, provider, records, generation=generation,
+                                               existing=existing)
             except errors.InventoryInUse as exc:
                 raise errors.InventoryInUse(f"update conflict: {exc.detail}") from None
 
@@ -147,8 +149,7 @@ class Inventory(Resource):
     def on_put(self, req, resp, uuid: str, resource_class: str) -> None:
         util.require_json_content(req)
         util.authorize(req, "placement:resource_providers:inventories:update")
-        run_read(self.engine, lambda conn: providers.require(conn, uuid))
-        body = util.read_json(req, schemas.PUT_ONE)
+        body = util.read_json_for_provider(req, schemas.PUT_ONE, self.engine, uuid)
         record = build_record(resource_class, body)
         equal_ok = _reserved_may_equal_total(req)
 

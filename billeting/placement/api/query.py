@@ -34,15 +34,18 @@ class TraitExpr:
 
 
 def parse_resources(value: str) -> dict[str, int]:
-    """``RC:AMOUNT[,RC:AMOUNT]`` → {RC: amount}; a repeated class keeps its last amount."""
-    if not value:
+    """``RC:AMOUNT[,RC:AMOUNT]`` → {RC: amount}; a repeated class keeps its last amount.
+
+    Class names are taken as written (" VCPU" is no class), as upstream does.
+    """
+    if not value.strip():
         raise HTTPProblem(400, _RESOURCES_FORM + "empty string.")
     result: dict[str, int] = {}
     for element in value.split(","):
         parts = element.split(":")
         if len(parts) != 2:
             raise HTTPProblem(400, _RESOURCES_FORM + f"{element}.")
-        rc, raw = parts[0].strip(), parts[1].strip()
+        rc, raw = parts
         try:
             amount = int(raw)
         except ValueError:
@@ -54,77 +57,98 @@ def parse_resources(value: str) -> dict[str, int]:
     return result
 
 
-def parse_member_of(values: list[str], mv: tuple[int, int], key: str = "member_of") -> MemberOfExpr:
-    """All occurrences of a ``member_of`` key (AND-ed from 1.24)."""
+def _member_of_value(value: str) -> tuple[list[str], list[str]]:
+    """One ``member_of`` value → (any-of uuids, forbidden uuids)."""
+    if "," in value and not value.startswith(("in:", "!in:")):
+        raise HTTPProblem(
+            400, "Multiple values for 'member_of' must be prefixed with the 'in:' or '!in:' keyword "
+                 f"using the valid microversion. Got: {value}")
+    required: list[str] = []
+    forbidden: list[str] = []
+    if value.startswith("!in:"):
+        forbidden = value[4:].split(",")
+    elif value.startswith("!"):
+        forbidden = [value[1:]]
+    elif value.startswith("in:"):
+        required = value[3:].split(",")
+    else:
+        required = [value]
+    for uuid in required + forbidden:
+        if not is_uuid_like(uuid):
+            raise HTTPProblem(
+                400, "Invalid query string parameters: Expected 'member_of' parameter to contain "
+                     f"valid UUID(s). Got: {uuid}")
+    return required, forbidden
+
+
+def parse_member_of(values: list[str], mv: tuple[int, int], suffix: str = "") -> MemberOfExpr:
+    """All occurrences of a ``member_of<suffix>`` key (AND-ed from 1.24)."""
     if len(values) > 1 and mv < (1, 24):
-        raise HTTPProblem(400, f"Multiple {key} parameters are not supported")
+        raise HTTPProblem(400, f"Multiple member_of{suffix} parameters are not supported")
     expr = MemberOfExpr()
     for value in values:
-        forbidden = value.startswith("!")
-        if forbidden and mv < (1, 32):
-            raise HTTPProblem(
-                400, "Forbidden member_of parameters are not supported in the specified microversion")
-        body = value[1:] if forbidden else value
-        if body.startswith("in:"):
-            uuids = body[3:].split(",")
-        elif "," in body:
-            raise HTTPProblem(
-                400, f"Multiple values for '{key}' must be prefixed with the 'in:' or '!in:' keyword "
-                     f"using the valid microversion. Got: {value}")
-        else:
-            uuids = [body]
-        if not uuids or not all(is_uuid_like(u) for u in uuids):
-            raise HTTPProblem(
-                400, f"Invalid query string parameters: Expected '{key}' parameter to contain "
-                     f"valid UUID(s). Got: {value}")
+        required, forbidden = _member_of_value(value)
+        if required:
+            expr.required.append(set(required))
         if forbidden:
-            expr.forbidden.update(uuids)
-        else:
-            expr.required.append(set(uuids))
+            if mv < (1, 32):
+                raise HTTPProblem(400, f"Forbidden member_of{suffix} parameters are not supported "
+                                       "in the specified microversion")
+            expr.forbidden.update(forbidden)
     return expr
 
 
-def parse_required(values: list[str], mv: tuple[int, int], key: str = "required") -> TraitExpr:
+_ANY_OF_FORM = "in:HW_CPU_X86_VMX,CUSTOM_MAGIC"
+_WITH_FORBIDDEN_FORM = "HW_CPU_X86_VMX,!CUSTOM_MAGIC"
+_PLAIN_FORM = "HW_CPU_X86_VMX,CUSTOM_MAGIC"
+
+
+def parse_trait_value(value: str, *, allow_forbidden: bool, allow_any_of: bool) -> TraitExpr:
+    """One ``required``-style value: ``A,!B`` or (from 1.39) ``in:A,B``.
+
+    Names are stripped of surrounding blanks and any number of leading
+    ``!`` mark a forbidden trait (Quirk Q4), as upstream parses them.
+    """
+    expr = TraitExpr()
+    if value.startswith("in:"):
+        if not allow_any_of:
+            raise HTTPProblem(
+                400, f"Invalid query string parameters: The format '{_ANY_OF_FORM}' only supported "
+                     f"since microversion 1.39. Got: {value}")
+        any_of = {name.strip() for name in value[3:].split(",")}
+        if not all(any_of):
+            raise HTTPProblem(
+                400, "Invalid query string parameters: Expected 'required' parameter value of the "
+                     f"form: {_ANY_OF_FORM}. Got an empty trait in: {value}")
+        if any(name.startswith("!") for name in any_of):
+            raise HTTPProblem(
+                400, f"Invalid query string parameters: The format '{_ANY_OF_FORM}' does not support "
+                     f"forbidden traits. Got: {value}")
+        expr.required.append(any_of)
+        return expr
+    names = [name.strip() for name in value.split(",")]
+    forbidden = {name.lstrip("!") for name in names if name.startswith("!")}
+    if not all(names) or not all(forbidden):
+        form = _WITH_FORBIDDEN_FORM if allow_forbidden else _PLAIN_FORM
+        raise HTTPProblem(
+            400, "Invalid query string parameters: Expected 'required' parameter value of the "
+                 f"form: {form}. Got an empty trait in: {value}")
+    if forbidden and not allow_forbidden:
+        raise HTTPProblem(
+            400, "Invalid query string parameters: Expected 'required' parameter value of the "
+                 f"form: {_PLAIN_FORM}. Got: {value}")
+    expr.required = [{name} for name in names if not name.startswith("!")]
+    expr.forbidden = forbidden
+    return expr
+
+
+def parse_required(values: list[str], mv: tuple[int, int]) -> TraitExpr:
     """A ``required`` key's occurrences: last only before 1.39, all AND-ed after."""
     if mv < (1, 39):
         values = values[-1:]
     expr = TraitExpr()
-    example = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if mv >= (1, 22) else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
     for value in values:
-        if value.startswith("in:"):
-            if mv < (1, 39):
-                raise HTTPProblem(
-                    400, "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' "
-                         f"only supported since microversion 1.39. Got: {value}")
-            names = value[3:].split(",")
-            if any(not n for n in names):
-                raise HTTPProblem(
-                    400, f"Invalid query string parameters: Expected '{key}' parameter value of the "
-                         f"form: {example}. Got an empty trait in: {value}")
-            if any(n.startswith("!") for n in names):
-                raise HTTPProblem(
-                    400, "Invalid query string parameters: The format 'in:HW_CPU_X86_VMX,CUSTOM_MAGIC' "
-                         f"does not support forbidden traits. Got: {value}")
-            expr.required.append(set(names))
-            continue
-        names = value.split(",")
-        if any(not n.lstrip("!") for n in names):
-            raise HTTPProblem(
-                400, f"Invalid query string parameters: Expected '{key}' parameter value of the "
-                     f"form: {example}. Got an empty trait in: {value}")
-        for name in names:
-            if name.startswith("!"):
-                if mv < (1, 22):
-                    raise HTTPProblem(
-                        400, f"Invalid query string parameters: Expected '{key}' parameter value of "
-                             f"the form: HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: {value}")
-                expr.forbidden.add(name.lstrip("!"))
-            else:
-                expr.required.append({name})
+        one = parse_trait_value(value, allow_forbidden=mv >= (1, 22), allow_any_of=mv >= (1, 39))
+        expr.required.extend(one.required)
+        expr.forbidden |= one.forbidden
     return expr
-
-
-def validate_uuid_param(value: str, key: str) -> str:
-    if not is_uuid_like(value):
-        raise HTTPProblem(400, f"Invalid query string parameters: '{value}' is not a 'uuid'")
-    return value

@@ -7,6 +7,7 @@ from billeting.placement import names, providers
 from billeting.placement.api import query, util
 from billeting.placement.api.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
+from billeting.placement.api.schemas import queries as query_schemas
 from billeting.placement.api.schemas import resource_providers as schemas
 from billeting.placement.store.tx import run_read, run_write
 
@@ -41,30 +42,14 @@ def represent(req, provider: providers.Provider) -> dict:
     return body
 
 
-def _allowed_list_params(mv: tuple[int, int]) -> set[str]:
-    allowed = {"name", "uuid"}
-    if mv >= (1, 3):
-        allowed.add("member_of")
-    if mv >= (1, 4):
-        allowed.add("resources")
-    if mv >= (1, 14):
-        allowed.add("in_tree")
-    if mv >= (1, 18):
-        allowed.add("required")
-    return allowed
-
-
 def parse_list_filters(req) -> tuple[providers.ProviderFilters, dict[str, int] | None,
                                       query.TraitExpr | None]:
     mv = req.context.mv
     pairs = util.query_pairs(req)
-    util.check_query_keys(pairs, _allowed_list_params(mv))
     last = util.query_last(pairs)
-    filters = providers.ProviderFilters(name=last.get("name"))
-    if "uuid" in last:
-        filters.uuid = query.validate_uuid_param(last["uuid"], "uuid")
-    if "in_tree" in last:
-        filters.in_tree = query.validate_uuid_param(last["in_tree"], "in_tree")
+    util.validate_query(last, query_schemas.providers_list(mv))
+    filters = providers.ProviderFilters(name=last.get("name"), uuid=last.get("uuid"),
+                                        in_tree=last.get("in_tree"))
     member_values = util.query_all(pairs, "member_of")
     if member_values:
         expr = query.parse_member_of(member_values, mv)

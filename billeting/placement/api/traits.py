@@ -6,11 +6,11 @@ from billeting.placement import providers, traits
 from billeting.placement.api import util
 from billeting.placement.api.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
+from billeting.placement.api.schemas import queries as query_schemas
 from billeting.placement.api.schemas import traits as schemas
 from billeting.placement.store.tx import run_read, run_write
 
 MIN_VERSION = (1, 6)
-_LIST_PARAMS = frozenset({"name", "associated"})
 _BAD_NAME_PARAM = ("Badly formatted name parameter. Expected name query string parameter in form: "
                    "?name=[in|startswith]:[name1,name2|prefix]. Got: ")
 _INVALID_TRAIT = ('The trait is invalid. A valid trait must be no longer than 255 characters, '
@@ -20,8 +20,8 @@ _INVALID_TRAIT = ('The trait is invalid. A valid trait must be no longer than 25
 
 def parse_list_query(req) -> traits.TraitQuery:
     pairs = util.query_pairs(req)
-    util.check_query_keys(pairs, _LIST_PARAMS)
     last = util.query_last(pairs)
+    util.validate_query(last, query_schemas.TRAITS_LIST)
     query = traits.TraitQuery()
     if "name" in last:
         value = last["name"]

@@ -4,22 +4,8 @@ from __future__ import annotations
 from billeting.placement import errors, providers, usages
 from billeting.placement.api import util
 from billeting.placement.api.resource import Resource
+from billeting.placement.api.schemas import queries as query_schemas
 from billeting.placement.store.tx import run_read
-
-# Quirk Q8: the "all" branch is unanchored at the end, so "allfoo" passes
-# validation and then simply matches no consumer type.
-_CONSUMER_TYPE_PATTERN = "^[A-Z0-9_]+$|^all|^unknown$"
-_ID = {"type": "string", "minLength": 1, "maxLength": 255}
-
-
-def _query_schema(mv: tuple[int, int]) -> dict:
-    props = {"project_id": _ID, "user_id": _ID}
-    if mv >= (1, 38):
-        props["consumer_type"] = {"type": "string", "minLength": 1, "maxLength": 255,
-                                  "pattern": _CONSUMER_TYPE_PATTERN}
-    return {"type": "object", "properties": props, "required": ["project_id"],
-            "additionalProperties": False}
-
 
 def _render_groups(groups: dict[str, usages.UsageGroup]) -> dict:
     return {name: {"consumer_count": group.consumer_count, **group.resources}
@@ -55,7 +41,7 @@ class Usages(Resource):
         # Authorized against the project asked about, before the parameters
         # are validated: a project reader may read its own project only.
         util.authorize(req, "placement:usages", {"project_id": params.get("project_id")})
-        util.validate(params, _query_schema(mv), prefix="Invalid query string parameters: ")
+        util.validate_query(params, query_schemas.usages(mv))
         project_id = params["project_id"]
         user_id = params.get("user_id")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass
 import uuid as uuidlib
 from email.utils import format_datetime
 from functools import lru_cache
@@ -14,8 +15,10 @@ import orjson
 from jsonschema.exceptions import ValidationError, best_match
 
 from billeting.placement import providers
+from billeting.placement.api import fastcheck, negotiation
 from billeting.placement.api.context import RequestContext
-from billeting.placement.api.errors import HTTPProblem
+from billeting.placement.api.errors import HTTPProblem, method_not_allowed
+from billeting.placement.store.tx import run_read
 
 JSON = "application/json"
 MAX_BODY_BYTES = 16 * 1024 * 1024
@@ -31,7 +34,7 @@ def require_version(req: falcon.Request, minimum: tuple[int, int], *, status: in
     """Answer as if the route did not exist when the version is too old."""
     if req.context.mv < minimum:
         if status == 405:
-            raise HTTPProblem(405, "The method specified is not allowed for this resource.")
+            raise method_not_allowed(req.method)
         raise HTTPProblem(404, "The resource could not be found.")
 
 
@@ -46,29 +49,23 @@ def authorize(req: falcon.Request, rule: str, target: dict | None = None) -> Non
 # --- UUIDs ----------------------------------------------------------------
 
 def is_uuid_like(value: object) -> bool:
-    """Anything ``uuid.UUID()`` accepts once urn:/uuid:/braces/dashes are stripped."""
+    """What ``uuid.UUID()`` parses to exactly the same hex digits once
+    ``urn:``, ``uuid:``, braces and dashes are removed, in any case: so
+    dash-less and upper-case forms pass, but not surrounding blanks or
+    underscores (which ``UUID()`` alone would let through). Upstream's rule."""
     if not isinstance(value, str):
         return False
-    text = value.strip().lower()
-    for prefix in ("urn:", "uuid:"):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    text = text.strip("{}").replace("-", "")
-    if len(text) != 32:
-        return False
     try:
-        uuidlib.UUID(text)
+        parsed = uuidlib.UUID(value)
     except ValueError:
         return False
-    return True
+    bare = value.replace("urn:", "").replace("uuid:", "").strip("{}").replace("-", "").lower()
+    return parsed.hex == bare
 
 
 def normalize_uuid(value: str) -> str:
-    text = value.strip().lower()
-    for prefix in ("urn:", "uuid:"):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    return str(uuidlib.UUID(text.strip("{}").replace("-", "")))
+    """The canonical (lower-case, dashed) form of a UUID-like string."""
+    return str(uuidlib.UUID(value))
 
 
 _FORMATS = jsonschema.FormatChecker(formats=())
@@ -122,7 +119,8 @@ def _additional_properties(validator, additional, instance, schema):
         else:
             verb = "was" if len(extras) == 1 else "were"
             yield ValidationError(
-                f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} unexpected)")
+                f"Additional properties are not allowed ({', '.join(map(repr, sorted(extras)))} "
+                f"{verb} unexpected)")
 
 
 _StrictDraft4 = jsonschema.validators.extend(jsonschema.Draft4Validator, {
@@ -132,20 +130,95 @@ _StrictDraft4 = jsonschema.validators.extend(jsonschema.Draft4Validator, {
 })
 
 
+def _pattern_matcher(pattern: str):
+    """``pattern_matches`` for one pattern, compiled once."""
+    regex = re.compile(pattern)
+
+    def matches(text: str) -> bool:
+        found = regex.search(text)
+        return found is not None and not (text.endswith("\n") and found.end() == len(text) - 1)
+
+    return matches
+
+
+@dataclass(frozen=True, slots=True)
+class _Checker:
+    strict: jsonschema.protocols.Validator   # finds and words the error
+    fast: fastcheck.Check | None             # yes/no, for the common valid case
+
+
 @lru_cache(maxsize=None)
-def _validator(schema_key: int, schema_json: bytes) -> jsonschema.protocols.Validator:
-    return _StrictDraft4(orjson.loads(schema_json), format_checker=_FORMATS)
+def _checker(schema_json: bytes) -> _Checker:
+    schema = orjson.loads(schema_json)
+    fast = fastcheck.compile_schema(schema, pattern=_pattern_matcher, formats={"uuid": _check_uuid})
+    return _Checker(_StrictDraft4(schema, format_checker=_FORMATS), fast)
+
+
+def _checker_for(schema: dict) -> _Checker:
+    # Keyed by the schema's text with its keys in their own order: the
+    # validator's messages print the schema, and in that order.
+    return _checker(orjson.dumps(schema))
 
 
 def validator_for(schema: dict) -> jsonschema.protocols.Validator:
-    blob = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
-    return _validator(hash(blob), blob)
+    return _checker_for(schema).strict
 
 
 def validate(data: object, schema: dict, *, prefix: str = "JSON does not validate: ") -> None:
-    error = best_match(validator_for(schema).iter_errors(data))
+    """400 with the validator's whole message (what failed, the schema
+    part and the instance), as upstream reports it. Valid bodies are
+    recognised by a compiled check first, which never accepts what the
+    validator would refuse (tests/unit/test_fastcheck.py)."""
+    checker = _checker_for(schema)
+    if checker.fast is not None and checker.fast(data):
+        return
+    error = best_match(checker.strict.iter_errors(data))
     if error is not None:
         raise HTTPProblem(400, f"{prefix}{error}")
+
+
+def validate_query(params: dict[str, str], schema: dict) -> None:
+    """Query parameters (all strings) against a query schema. Valid ones are
+    recognised by a direct reading of the few keywords query schemas use;
+    the validator proper runs only to find and word a failure (or when the
+    quick reading is unsure)."""
+    if _query_surely_valid(params, schema):
+        return
+    validate(params, schema, prefix="Invalid query string parameters: ")
+
+
+_STRING_TYPES = ("string", ["string"], ["integer", "string"])
+_QUICK_KEYWORDS = frozenset({"type", "pattern", "enum", "minLength", "maxLength", "format", "minimum"})
+
+
+def _query_surely_valid(params: dict[str, str], schema: dict) -> bool:
+    """True only if ``schema`` certainly accepts ``params``; False means "ask
+    the validator" (it may still be valid)."""
+    if not all(key in params for key in schema.get("required", ())):
+        return False
+    properties = schema.get("properties", {})
+    patterns = schema.get("patternProperties", {})
+    closed = schema.get("additionalProperties") is False
+    for key, value in params.items():
+        applies = [properties[key]] if key in properties else []
+        applies += [sub for pattern, sub in patterns.items() if pattern_matches(pattern, key)]
+        if not applies and closed:
+            return False
+        if not all(_string_surely_valid(value, sub) for sub in applies):
+            return False
+    return True
+
+
+def _string_surely_valid(value: str, schema: dict) -> bool:
+    if not schema.keys() <= _QUICK_KEYWORDS or schema.get("type", "string") not in _STRING_TYPES:
+        return False
+    if "pattern" in schema and not pattern_matches(schema["pattern"], value):
+        return False
+    if "enum" in schema and value not in schema["enum"]:
+        return False
+    if not schema.get("minLength", 0) <= len(value) <= schema.get("maxLength", len(value)):
+        return False
+    return schema.get("format") in (None, "uuid") and (schema.get("format") is None or is_uuid_like(value))
 
 
 # --- request bodies -------------------------------------------------------
@@ -158,8 +231,7 @@ def require_json_content(req: falcon.Request) -> None:
 
 
 def require_accept_json(req: falcon.Request) -> None:
-    accept = req.get_header("Accept")
-    if accept and not (req.client_accepts(JSON)):
+    if not negotiation.accepts_json(req.env.get("HTTP_ACCEPT")):
         raise HTTPProblem(406, "Only application/json is provided")
 
 
@@ -172,9 +244,49 @@ def read_json(req: falcon.Request, schema: dict | None = None) -> object:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise HTTPProblem(400, f"Malformed JSON: {exc}") from None
+    # In JSON text a NUL can only be written as the escape \u0000.
+    if b"\\u0000" in raw:
+        where = _nul_position(data, "instance")
+        if where is not None:
+            raise HTTPProblem(400, "JSON does not validate: NUL characters (\\u0000) are not allowed "
+                                   f"in strings: {where}")
     if schema is not None:
         validate(data, schema)
     return data
+
+
+def _nul_position(value: object, where: str) -> str | None:
+    """Where a string (or an object key) holds a NUL, in the validator's
+    notation (``instance['name']``); None when none does. No backend may see
+    one: PostgreSQL rejects it, and the others would store it, so it is a 400
+    everywhere."""
+    if isinstance(value, str):
+        return where if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                return f"{where} (key {key!r})"
+            found = _nul_position(item, f"{where}[{key!r}]")
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_position(item, f"{where}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def read_json_for_provider(req: falcon.Request, schema: dict | None, engine, uuid: str) -> object:
+    """``read_json`` for a write on provider ``uuid``, where a missing provider
+    (404) must win over a bad body (400) (spec 2.2). The provider is only
+    looked up when the body is bad: a good body goes on to the write, whose
+    transaction finds the provider (or not) anyway."""
+    try:
+        return read_json(req, schema)
+    except HTTPProblem:
+        run_read(engine, lambda conn: providers.require(conn, uuid))
+        raise
 
 
 # --- query strings --------------------------------------------------------
@@ -200,16 +312,6 @@ def query_last(pairs: list[tuple[str, str]]) -> dict[str, str]:
 
 def query_all(pairs: list[tuple[str, str]], key: str) -> list[str]:
     return [v for k, v in pairs if k == key]
-
-
-def check_query_keys(pairs: list[tuple[str, str]], allowed: set[str] | frozenset[str]) -> None:
-    unknown = sorted({k for k, _ in pairs if k not in allowed})
-    if unknown:
-        names = ", ".join(repr(k) for k in unknown)
-        raise HTTPProblem(
-            400,
-            f"Invalid query string parameters: Additional properties are not allowed "
-            f"({names} {'was' if len(unknown) == 1 else 'were'} unexpected)")
 
 
 # --- responses ------------------------------------------------------------

@@ -48,6 +48,8 @@ class Pick:
 def shared_pairs(groups: list[GroupCandidates]) -> tuple[set[int], set[int]]:
     """Providers and classes that more than one group may draw the same class from:
     only their sums can exceed what each group checked on its own."""
+    if not _may_overlap(groups):
+        return set(), set()  # (no class is asked for twice: nothing to look at)
     seen: dict[tuple[int, int], int] = {}
     for index, found in enumerate(groups):
         for per_anchor in found.by_anchor.values():
@@ -94,14 +96,26 @@ class Combiner:
             if not solutions:
                 return
             per_group.append(solutions)
-        isolate, subtrees, overlapping, nested_blind = self.isolate, self.subtrees, self.overlapping, \
-            self.nested_blind
+        isolate, overlapping, nested_blind = self.isolate, self.overlapping, self.nested_blind
+        # same_subtree of two groups (the common case) is checked inline: this
+        # loop runs once per combination, thousands of times per answer.
+        pairs = [st for st in self.subtrees if len(st) == 2]
+        wider = [st for st in self.subtrees if len(st) != 2]
+        chain = self._chain
         for combo in product(*per_group):
             if isolate:
                 singles = [s.single for s in combo if s.single is not None]
                 if len(set(singles)) != len(singles):
                     continue
-            if subtrees and not all(self._same_subtree(tuple(combo[i].single for i in st)) for st in subtrees):
+            elsewhere = False
+            for i, j in pairs:
+                a, b = combo[i].single, combo[j].single
+                if a != b and a not in chain(b) and b not in chain(a):
+                    elsewhere = True
+                    break
+            if elsewhere:
+                continue
+            if wider and not all(self._same_subtree(tuple(combo[i].single for i in st)) for st in wider):
                 continue
             if overlapping:
                 amounts = self._summed(combo)

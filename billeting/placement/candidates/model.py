@@ -74,9 +74,11 @@ class ProviderSummary:
     # already-serialized JSON of that shape (an orjson.Fragment)
     resources: dict[str, Capacity] | Fragment
     traits: list[str] | Fragment
-    # Its serialized forms, by response shape, memoized by the HTTP layer:
-    # cached summaries are sent again and again unchanged.
-    wire: dict = field(default_factory=dict, compare=False, repr=False)
+    # (response shape, its serialized form), memoized by the HTTP layer:
+    # cached summaries are sent again and again unchanged. One shape only
+    # (replaced whole, so threads never see a shape with another's text),
+    # which is what the summary cache budgets for.
+    wire: tuple | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(slots=True)

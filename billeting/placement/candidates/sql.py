@@ -141,15 +141,25 @@ def prepare(name: str, dialect: str, builder: Callable[[Plan], object]):
             _statements.move_to_end(key)
     if statement is not None and verify_cache:
         fresh = builder(Plan(dialect, build=True))
-        if str(fresh) != str(statement):
+        if str(fresh) != _text(key, statement):
             raise AssertionError(f"statement cache collision for {name}: {plan.shape}")
     if statement is None:
         statement = builder(Plan(dialect, build=True))
         with _lock:
             _statements[key] = statement
             while len(_statements) > _CACHE_SIZE:
-                _statements.popitem(last=False)
+                _texts.pop(_statements.popitem(last=False)[0], None)
     return statement, plan.values
+
+
+_texts: dict = {}  # the SQL text of cached statements, for verify_cache only
+
+
+def _text(key, statement) -> str:
+    text = _texts.get(key)
+    if text is None or text[0] is not statement:
+        text = _texts[key] = (statement, str(statement))
+    return text[1]
 
 
 class IdSet:

@@ -24,8 +24,14 @@ What a summary shows, and what tells that a cached one is still right:
   any generation change. The cache remembers the custom names it was filled
   under and empties itself when they differ. Trait names never change.
 
-The cache is bounded: it empties itself when it reaches ``MAX_ENTRIES``.
-Threads share it; entries are immutable and replaced whole.
+The cache is bounded in bytes (``MAX_BYTES``): every entry is charged for
+everything it keeps alive (see ``_size``), including the serialized summary
+the HTTP layer memoizes on it. An entry that does not fit is not stored (its
+request still gets an exact summary). When the cache is full, a request
+first evicts the providers outside its own scope (deleted ones, other
+queries' ones), once: a scope larger than the whole cache then keeps a
+stable part of itself cached instead of refilling the cache every time.
+Threads share it; entries are immutable and replaced whole, under a lock.
 """
 from __future__ import annotations
 
@@ -50,11 +56,13 @@ from sqlalchemy import (
     union_all,
 )
 
+from billeting.placement import metrics
 from billeting.placement.candidates import names, sql
 from billeting.placement.candidates.model import ProviderSummary
 from billeting.placement.store import tables as t
 
-MAX_ENTRIES = 50_000
+# About 40,000 summaries of a typical host (three classes, a few traits).
+MAX_BYTES = 64 * 2**20
 # Smaller scopes are summarized in one query (summaries.load): the cache's
 # extra round trips would cost more than they save.
 MIN_SCOPE = 64
@@ -66,15 +74,68 @@ class _Entry:
     key: tuple  # a provider row without its id (see row_columns)
     capacities: tuple[tuple[int, int], ...]  # (class id, capacity) in class id order
     traits: Fragment
+    traits_length: int  # of the text in ``traits``
     usage: tuple[tuple[int, int], ...]  # (class id, used) that ``summary`` shows
     # every class; None when the parent or root uuid was not known
     summary: ProviderSummary | None
+    size: int  # bytes charged against MAX_BYTES
+
+
+# What an entry keeps alive, in bytes (CPython, 64 bits; checked against
+# tracemalloc by the tests): the objects every entry has (the entry, its key
+# tuple, the summary, three fragments, the wire tuple, its slot and id in the
+# cache's dict), each (class, amount) pair of capacities and usage, and a
+# str's header. Texts are charged by their length.
+_OBJECTS = 640
+_PER_PAIR = 96
+_STR = 49
+# The longest serialized summary beyond its resources and traits texts:
+# {"resources":R,"traits":T,"parent_provider_uuid":"…","root_provider_uuid":"…"}
+_WIRE_EXTRA = 146
+
+
+def _size(key: tuple, capacities: tuple, usage: tuple, resources_length: int, traits_length: int) -> int:
+    uuid, parent_id, _root_id, _generation, created = key
+    texts = 3 * _STR + 2 * (resources_length + traits_length) + _WIRE_EXTRA
+    texts += _STR + len(uuid)
+    if parent_id is not None:  # parent's and root's uuids, if nothing else keeps them
+        texts += 2 * (_STR + len(uuid))
+    if created is not None:
+        texts += _STR + len(created)
+    return _OBJECTS + _PER_PAIR * (len(capacities) + len(usage)) + texts
 
 
 class _Cache:
     def __init__(self) -> None:
         self.entries: dict[int, _Entry] = {}
         self.custom_names: tuple = ()
+        self.bytes = 0  # sum of the entries' sizes
+        self.lock = threading.Lock()
+
+    def reset(self, custom_names: tuple) -> None:
+        with self.lock:
+            self.entries, self.custom_names, self.bytes = {}, custom_names, 0
+
+    def store(self, updates: list[tuple[int, _Entry]], scope) -> None:
+        """Store ``updates`` (provider id, entry) while they fit; the first
+        time one does not, evict every provider outside ``scope``."""
+        with self.lock:
+            entries = self.entries
+            evicted = False
+            for provider_id, entry in updates:
+                old = entries.get(provider_id)
+                growth = entry.size - (old.size if old is not None else 0)
+                if self.bytes + growth > MAX_BYTES and not evicted:
+                    evicted = True
+                    entries = self.entries = {p: e for p, e in entries.items() if p in scope}
+                    self.bytes = sum(e.size for e in entries.values())
+                if self.bytes + growth > MAX_BYTES:
+                    if old is not None:  # outdated: better gone than kept
+                        del entries[provider_id]
+                        self.bytes -= old.size
+                    continue
+                entries[provider_id] = entry
+                self.bytes += growth
 
 
 _CACHES: "weakref.WeakKeyDictionary[Engine, _Cache]" = weakref.WeakKeyDictionary()
@@ -93,6 +154,13 @@ def _cache(conn: Connection) -> _Cache:
 def clear() -> None:
     with _LOCK:
         _CACHES.clear()
+
+
+def charged_bytes() -> int:
+    """Bytes charged against MAX_BYTES, over every engine's cache."""
+    with _LOCK:
+        caches = list(_CACHES.values())
+    return sum(cache.bytes for cache in caches)
 
 
 # --- queries --------------------------------------------------------------------
@@ -146,15 +214,15 @@ def _static_query(plan: sql.Plan, ids: sql.IdSet):
 
 # --- rendering ------------------------------------------------------------------
 
-def _resources(capacities, usage: dict[int, int], rc_name: dict[int, str], classes=None) -> Fragment:
+def _resources(capacities, usage: dict[int, int], rc_name: dict[int, str], classes=None) -> str:
     # Names are [A-Z0-9_] only (spec 1.3): nothing to escape.
-    return Fragment("{" + ",".join(
+    return "{" + ",".join(
         f'"{rc_name[rc]}":{{"capacity":{capacity},"used":{usage.get(rc, 0)}}}'
-        for rc, capacity in capacities if classes is None or rc in classes) + "}")
+        for rc, capacity in capacities if classes is None or rc in classes) + "}"
 
 
-def _traits(trait_names: Sequence[str]) -> Fragment:
-    return Fragment("[" + ",".join(f'"{name}"' for name in sorted(trait_names)) + "]")
+def _traits(trait_names: Sequence[str]) -> str:
+    return "[" + ",".join(f'"{name}"' for name in sorted(trait_names)) + "]"
 
 
 # --- loading --------------------------------------------------------------------
@@ -164,13 +232,11 @@ def summarize(conn: Connection, rows: Sequence, classes=None) -> tuple[dict[int,
     ``row_columns``), keyed by provider id, and their uuids."""
     cache = _cache(conn)
     usage, custom_names = _usage_and_names(conn, rows)
+    if custom_names != cache.custom_names:
+        cache.reset(custom_names)
     entries = cache.entries
-    if custom_names != cache.custom_names or len(entries) + len(rows) > MAX_ENTRIES:
-        with _LOCK:
-            cache.entries = entries = {}
-            cache.custom_names = custom_names
     uuid_of = {row[0]: row[1] for row in rows}
-    maker = _Maker(conn, entries, usage, uuid_of, classes)
+    maker = _Maker(conn, usage, uuid_of, classes)
     by_id: dict[int, ProviderSummary] = {}
     stale = []
     get = entries.get
@@ -185,8 +251,10 @@ def summarize(conn: Connection, rows: Sequence, classes=None) -> tuple[dict[int,
             by_id[provider_id] = maker.summary(row, entry)
     if stale:
         for row, entry in _fill(conn, stale, maker.rc_name):
-            entries[row[0]] = entry
             by_id[row[0]] = maker.summary(row, entry)
+    if maker.updates and custom_names == cache.custom_names:
+        cache.store(maker.updates, uuid_of)
+    metrics.observe_summary_cache(hits=len(rows) - len(stale), misses=len(stale), entries=len(entries))
     return by_id, uuid_of
 
 
@@ -209,10 +277,11 @@ def _usage_and_names(conn: Connection, rows: Sequence) -> tuple[dict[int, dict[i
 class _Maker:
     """Builds (and caches) the summaries that cannot be taken as they are."""
 
-    def __init__(self, conn: Connection, entries: dict[int, _Entry], usage: dict[int, dict[int, int]],
-                 uuid_of: dict[int, str], classes) -> None:
-        self.conn, self.entries, self.usage, self.uuid_of, self.classes = conn, entries, usage, uuid_of, classes
+    def __init__(self, conn: Connection, usage: dict[int, dict[int, int]], uuid_of: dict[int, str],
+                 classes) -> None:
+        self.conn, self.usage, self.uuid_of, self.classes = conn, usage, uuid_of, classes
         self.rc_name: dict[int, str] = {}
+        self.updates: list[tuple[int, _Entry]] = []  # for the cache, stored at the end
 
     def _names(self, entry: _Entry) -> dict[int, str]:
         rc_name = self.rc_name
@@ -235,11 +304,13 @@ class _Maker:
         parent_uuid = uuid_of.get(parent_id) if parent_id is not None else None
         root_uuid = uuid_of.get(root_id)
         summary = ProviderSummary(uuid=uuid, parent_uuid=parent_uuid, root_uuid=root_uuid or uuid,
-                                  resources=resources, traits=entry.traits)
+                                  resources=Fragment(resources), traits=entry.traits)
         # Kept only when it shows every class and its parent and root are known
         # (scopes below mv 1.29 may leave them out; those summaries omit them).
         if self.classes is None and root_uuid is not None and (parent_id is None or parent_uuid is not None):
-            self.entries[provider_id] = _Entry(entry.key, entry.capacities, entry.traits, used_key, summary)
+            size = _size(entry.key, entry.capacities, used_key, len(resources), entry.traits_length)
+            self.updates.append((provider_id, _Entry(entry.key, entry.capacities, entry.traits,
+                                                     entry.traits_length, used_key, summary, size)))
         return summary
 
 
@@ -259,6 +330,9 @@ def _fill(conn: Connection, stale: list, rc_name: dict[int, str]) -> list[tuple[
         rc_name.update(names.rc_names(conn, wanted))
     all_traits = {trait for found in trait_ids.values() for trait in found}
     trait_name = names.trait_names(conn, all_traits) if all_traits else {}
-    return [(row, _Entry(row[1:], tuple(sorted(capacities[row[0]])),
-                         _traits([trait_name[trait] for trait in trait_ids[row[0]]]), (), None))
-            for row in stale]
+    filled = []
+    for row in stale:
+        traits = _traits([trait_name[trait] for trait in trait_ids[row[0]]])
+        filled.append((row, _Entry(row[1:], tuple(sorted(capacities[row[0]])), Fragment(traits), len(traits),
+                                   (), None, 0)))
+    return filled

@@ -38,13 +38,23 @@ def make_engine(url: str, *, pool_size: int = 10) -> Engine:
     # LIFO: a quiet server keeps reusing its most recent connection, whose
     # database backend has the statements prepared and its caches warm,
     # instead of rotating through every pooled connection.
-    kwargs: dict = {"pool_pre_ping": True, "pool_size": pool_size, "max_overflow": 20, "pool_use_lifo": True}
+    # No pool_pre_ping: it costs a round trip per transaction; store.tx
+    # re-runs a unit of work that finds its connection dead instead.
+    kwargs: dict = {"pool_size": pool_size, "max_overflow": 20, "pool_use_lifo": True}
     if url.startswith("mysql"):
         # READ COMMITTED keeps every statement on fresh data, like PostgreSQL's
         # default; the generation compare-and-set provides the serialization.
         kwargs["isolation_level"] = "READ COMMITTED"
         kwargs["pool_recycle"] = 3600
-    return create_engine(url, **kwargs)
+    engine = create_engine(url, **kwargs)
+    if url.startswith("postgresql"):
+        # An INSERT of several rows (inventories, trait and aggregate links,
+        # allocations) becomes ONE multi-row statement, as it does with
+        # psycopg2, instead of psycopg 3's pipelined executemany, whose
+        # pipeline bookkeeping costs several times the statement's own Python
+        # time and holds the GIL while doing it.
+        engine.dialect.use_insertmanyvalues_wo_returning = True
+    return engine
 
 
 def _sqlite_engine(url: str) -> Engine:

@@ -3,7 +3,8 @@
 Alembic migrations create exactly these tables; tests compare the two.
 Internal integer ids never leave the service. MySQL tables use a binary
 collation so names compare case-sensitively, as they do on the other
-backends.
+backends; migration 0003 moves the tables with string columns to a NO PAD
+binary collation, so that trailing spaces count there too.
 """
 from __future__ import annotations
 

@@ -16,17 +16,29 @@ from __future__ import annotations
 from sqlalchemy import Connection, Table, insert
 
 
+# (dialect name, table name) → the statement; values are bound per call, so
+# the statement is built (and its SQL compiled) once per process.
+_STATEMENTS: dict[tuple[str, str], object] = {}
+
+
 def _statement(conn: Connection, table: Table):
     dialect = conn.dialect.name
+    key = (dialect, table.name)
+    stmt = _STATEMENTS.get(key)
+    if stmt is not None:
+        return stmt
     if dialect == "mysql":
-        return insert(table).prefix_with("IGNORE")
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        stmt = insert(table).prefix_with("IGNORE")
     else:
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    # psycopg reports no rowcount for ON CONFLICT inserts: RETURNING says
-    # which rows really went in.
-    return dialect_insert(table).on_conflict_do_nothing().returning(*table.primary_key.columns)
+        if dialect == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        # psycopg reports no rowcount for ON CONFLICT inserts: RETURNING says
+        # which rows really went in.
+        stmt = dialect_insert(table).on_conflict_do_nothing().returning(*table.primary_key.columns)
+    _STATEMENTS[key] = stmt
+    return stmt
 
 
 def insert_ignoring_duplicates(conn: Connection, table: Table, rows: list[dict]) -> int:
@@ -43,7 +55,7 @@ def insert_ignoring_duplicates(conn: Connection, table: Table, rows: list[dict])
 
 def insert_if_absent(conn: Connection, table: Table, values: dict) -> int | None:
     """Insert one row; its new id, or None when a unique constraint already held it."""
-    result = conn.execute(_statement(conn, table).values(**values))
+    result = conn.execute(_statement(conn, table), values)
     if conn.dialect.name == "mysql":
         return result.inserted_primary_key[0] if result.rowcount == 1 else None
     return result.scalar()

@@ -1,22 +1,35 @@
 """Bodies of PUT /allocations/{c} and POST /allocations, one schema per
-microversion range (spec 3.7.2, 3.7.3). Strict at every level."""
+microversion range (spec 3.7.2, 3.7.3). Strict at every level.
+
+Keys are in upstream's order (and ``consumer_generation`` and ``mappings``
+are written as upstream writes them): validation errors print the schema.
+NUL characters are refused for every body before validation (util.read_json).
+"""
 from __future__ import annotations
 
 # Keys of objects keyed by a provider or consumer uuid (spec 2.14).
 UUID_KEY = "^[0-9a-fA-F-]{36}$"
 RC_KEY = "^[A-Z0-9_]+$"
 
-# External ids are free text, except NUL, which PostgreSQL cannot store.
-_OWNER_ID = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^\\x00]*$"}
-CONSUMER_GENERATION = {"type": ["integer", "null"]}
+_OWNER_ID = {"type": "string", "minLength": 1, "maxLength": 255}
+CONSUMER_GENERATION = {"type": ["integer", "null"], "additionalProperties": False}
 CONSUMER_TYPE = {"type": "string", "pattern": RC_KEY, "minLength": 1, "maxLength": 255}
+# Request-group suffix → provider uuids; accepted and ignored. (The key
+# pattern is unanchored, as upstream's: keys are hardly constrained.)
 MAPPINGS = {
     "type": "object",
     "minProperties": 1,
-    "additionalProperties": {
-        "type": "array", "minItems": 1,
-        "items": {"type": "string", "format": "uuid"},
+    "patternProperties": {
+        "[a-zA-Z0-9_-]{1,64}": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "uuid"}},
     },
+}
+
+# What the spec asks of every mapping (upstream's pattern above lets a key
+# such as "" -- the unnamed group -- through unchecked); checked after the
+# body schema, so that the body's own errors read as upstream's.
+MAPPING_VALUES = {
+    "type": "object",
+    "additionalProperties": {"type": "array", "minItems": 1, "items": {"type": "string", "format": "uuid"}},
 }
 
 # Amounts only have a lower bound here: anything above an inventory's
@@ -37,8 +50,8 @@ def _list_form(mv: tuple[int, int]) -> dict:
             "resource_provider": {
                 "type": "object",
                 "properties": {"uuid": {"type": "string", "format": "uuid"}},
-                "required": ["uuid"],
                 "additionalProperties": False,
+                "required": ["uuid"],
             },
             "resources": RESOURCES,
         },
@@ -58,7 +71,7 @@ def allocations_dict(*, min_entries: int) -> dict:
     """{<rp uuid>: {"resources": {...}, "generation": <ignored>}}."""
     entry = {
         "type": "object",
-        "properties": {"resources": RESOURCES, "generation": {"type": "integer"}},
+        "properties": {"generation": {"type": "integer"}, "resources": RESOURCES},
         "required": ["resources"],
         "additionalProperties": False,
     }
@@ -79,8 +92,8 @@ def consumer_entry(mv: tuple[int, int], *, min_allocations: int) -> dict:
     if mv >= (1, 38):
         props["consumer_type"] = CONSUMER_TYPE
         required.append("consumer_type")
-    return {"type": "object", "properties": props, "required": required,
-            "additionalProperties": False}
+    return {"type": "object", "properties": props, "additionalProperties": False,
+            "required": required}
 
 
 def put(mv: tuple[int, int]) -> dict:
@@ -96,6 +109,6 @@ def post(mv: tuple[int, int]) -> dict:
     return {
         "type": "object",
         "minProperties": 1,
-        "patternProperties": {UUID_KEY: consumer_entry(mv, min_allocations=0)},
         "additionalProperties": False,
+        "patternProperties": {UUID_KEY: consumer_entry(mv, min_allocations=0)},
     }

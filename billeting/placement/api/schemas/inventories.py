@@ -7,18 +7,19 @@ RC_PATTERN = "^[A-Z0-9_]+$"
 # The single-precision float maximum, as upstream's schema has it.
 MAX_RATIO = 3.40282e38
 
-_POSITIVE = {"type": "integer", "minimum": 1, "maximum": MAX_INT}
+# Keys in upstream's order: validation errors print the schema.
+_POSITIVE = {"type": "integer", "maximum": MAX_INT, "minimum": 1}
 
 # Fields of one inventory record; resource_provider_generation is allowed
 # inside a record and ignored unless the endpoint says otherwise.
 _RECORD_PROPERTIES = {
+    "resource_provider_generation": {"type": "integer"},
     "total": _POSITIVE,
-    "reserved": {"type": "integer", "minimum": 0, "maximum": MAX_INT},
+    "reserved": {"type": "integer", "maximum": MAX_INT, "minimum": 0},
     "min_unit": _POSITIVE,
     "max_unit": _POSITIVE,
     "step_size": _POSITIVE,
     "allocation_ratio": {"type": "number", "maximum": MAX_RATIO},
-    "resource_provider_generation": {"type": "integer"},
 }
 
 RECORD = {
