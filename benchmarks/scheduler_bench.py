@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Select + claim benchmark for Billeting's scheduler (issue 8's targets).
+
+It loads a fleet of flat hosts into an empty Placement database once, then
+measures the real scheduler (filters, weighers, claims) against it:
+
+  single   sequential single-instance requests: latency p50/p95/p99
+  clients  C scheduler processes, each sending single-instance requests
+           back to back: instances placed per second
+  multi    one request for M instances at a time: latency p50
+  verify   no provider holds more than its capacity
+
+--client picks how the scheduler reaches Placement: ``http`` (a real
+``billeting serve --workers 2`` on the same database, started here unless
+--placement-url is given) or ``inprocess`` (Placement's domain code in the
+scheduler's own process). Results: JSON on stdout, a summary on stderr.
+
+    createdb -h 127.0.0.1 -U postgres sched_bench
+    .venv/bin/python benchmarks/scheduler_bench.py \\
+        --db postgresql+psycopg://postgres@127.0.0.1/sched_bench --hosts 5000 --client http
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from contextlib import contextmanager
+
+FLAVOR = dict(vcpus=2, memory_mb=4096, root_gb=40)
+HOST = {"VCPU": 64, "MEMORY_MB": 262144, "DISK_GB": 8000}
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+# --- set-up ------------------------------------------------------------------------
+
+def engine_for(db: str):
+    from billeting.placement.store import migrate
+    from billeting.placement.store.engine import make_engine
+    from billeting.placement.store.sync import sync_standard_names
+
+    engine = make_engine(db, pool_size=4)
+    migrate.upgrade(engine)
+    sync_standard_names(engine)
+    return engine
+
+
+def load_fleet(db: str, hosts: int) -> None:
+    from billeting.placement_client.inprocess import InProcessPlacementClient
+    from billeting.placement_client.model import Inventory
+
+    client = InProcessPlacementClient(engine_for(db))
+    existing = len(client.list_providers())
+    if existing >= hosts:
+        log(f"fleet: {existing} providers already loaded")
+        return
+    started = time.perf_counter()
+    for i in range(existing, hosts):
+        name = f"bench-host-{i:05d}"
+        p = client.create_provider(name, uuid=str(uuid.uuid5(uuid.NAMESPACE_DNS, name)))
+        client.put_inventories(p.uuid, p.generation, {rc: Inventory(n) for rc, n in HOST.items()})
+        if i % 500 == 499:
+            log(f"fleet: {i + 1}/{hosts} hosts ({time.perf_counter() - started:.0f} s)")
+    log(f"fleet: {hosts} hosts loaded")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def placement_server(db: str, url: str | None, workers: int):
+    if url:
+        yield url
+        return
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "billeting.cli", "serve", "--db", db, "--port", str(port),
+                             "--workers", str(workers), "--log-level", "WARNING"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise SystemExit("billeting serve did not start")
+    try:
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def make_scheduler(kind: str, db: str, url: str, limit: int, seed: int):
+    from billeting.placement_client import http_client
+    from billeting.placement_client.inprocess import InProcessPlacementClient
+    from billeting.scheduler import Scheduler, SchedulerSettings
+    from billeting.scheduler.catalog import PlacementHostCatalog
+    from billeting.scheduler.directory import MemoryDirectory
+
+    client = http_client(url) if kind == "http" else InProcessPlacementClient(engine_for(db))
+    directory = MemoryDirectory()
+    catalog = PlacementHostCatalog(client, directory, refresh_s=3600)
+    scheduler = Scheduler(client, catalog, directory, SchedulerSettings(max_placement_results=limit),
+                          rng=random.Random(seed))
+    catalog.host_uuids()  # the first load is a start-up cost, not a request's
+    return scheduler
+
+
+def request(n: int = 1):
+    from billeting.scheduler.nova import Flavor, request_from_nova
+
+    return request_from_nova(Flavor(**FLAVOR), instance_uuids=[str(uuid.uuid4()) for _ in range(n)],
+                             project_id="bench", user_id="bench")
+
+
+# --- phases -------------------------------------------------------------------------
+
+def phase_single(scheduler, count: int) -> dict:
+    scheduler.select_destinations(request(), alternates=2)  # warm
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        scheduler.select_destinations(request(), alternates=2)
+        times.append((time.perf_counter() - started) * 1000)
+    return {"requests": count, "p50_ms": percentile(times, 50), "p95_ms": percentile(times, 95),
+            "p99_ms": percentile(times, 99)}
+
+
+def _client_worker(args) -> tuple[int, int, float]:
+    kind, db, url, limit, seed, seconds, barrier_at = args
+    scheduler = make_scheduler(kind, db, url, limit, seed)
+    scheduler.select_destinations(request(), alternates=2)  # warm
+    while time.time() < barrier_at:
+        time.sleep(0.001)
+    placed = failed = 0
+    end = barrier_at + seconds
+    while time.time() < end:
+        try:
+            scheduler.select_destinations(request(), alternates=2)
+            placed += 1
+        except Exception:  # noqa: BLE001 - counted; the summary shows it
+            failed += 1
+    return placed, failed, time.time() - barrier_at
+
+
+def phase_clients(kind: str, db: str, url: str, limit: int, clients: int, seconds: float) -> dict:
+    start_at = time.time() + 15  # every process built and warmed by then
+    with mp.get_context("spawn").Pool(clients) as pool:
+        results = pool.map(_client_worker, [(kind, db, url, limit, 1000 + i, seconds, start_at)
+                                            for i in range(clients)])
+    placed = sum(r[0] for r in results)
+    elapsed = max(r[2] for r in results)
+    return {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
+            "instances_per_s": placed / elapsed}
+
+
+def phase_multi(scheduler, size: int, repeats: int) -> dict:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        lines = scheduler.select_destinations(request(size), alternates=2)
+        times.append((time.perf_counter() - started) * 1000)
+        assert len(lines) == size
+    return {"instances": size, "repeats": repeats, "p50_ms": statistics.median(times),
+            "min_ms": min(times), "max_ms": max(times)}
+
+
+def phase_verify(db: str) -> dict:
+    from sqlalchemy import text
+
+    from billeting.placement.store.engine import make_engine
+
+    engine = make_engine(db, pool_size=1)
+    with engine.connect() as conn:
+        over = conn.execute(text("""
+            SELECT rp.name, rc.name, SUM(a.used), i.total, i.reserved, i.allocation_ratio
+            FROM allocations a
+            JOIN inventories i ON i.resource_provider_id = a.resource_provider_id
+                               AND i.resource_class_id = a.resource_class_id
+            JOIN resource_providers rp ON rp.id = a.resource_provider_id
+            JOIN resource_classes rc ON rc.id = a.resource_class_id
+            GROUP BY rp.name, rc.name, i.total, i.reserved, i.allocation_ratio
+            HAVING SUM(a.used) > (i.total - i.reserved) * i.allocation_ratio""")).fetchall()
+        consumers = conn.execute(text("SELECT COUNT(*) FROM consumers")).scalar()
+    engine.dispose()
+    return {"overcommitted_pairs": len(over), "consumers": consumers}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--db", required=True, help="Placement database URL (PostgreSQL for the reported figures)")
+    ap.add_argument("--hosts", type=int, default=1000)
+    ap.add_argument("--client", choices=("http", "inprocess"), default="http")
+    ap.add_argument("--placement-url", default=None, help="use this Placement instead of starting one")
+    ap.add_argument("--placement-workers", type=int, default=2)
+    ap.add_argument("--limit", type=int, default=1000, help="[scheduler] max_placement_results")
+    ap.add_argument("--single", type=int, default=200, help="sequential single-instance requests")
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=20.0, help="length of the concurrent phase")
+    ap.add_argument("--multi", type=int, default=50, help="instances in the multi-instance request")
+    ap.add_argument("--multi-repeats", type=int, default=5)
+    ap.add_argument("--phases", default="single,clients,multi,verify")
+    args = ap.parse_args()
+    phases = set(args.phases.split(","))
+
+    load_fleet(args.db, args.hosts)
+    result: dict = {"hosts": args.hosts, "client": args.client, "limit": args.limit, "flavor": FLAVOR}
+    with placement_server(args.db, args.placement_url if args.client == "http" else "unused",
+                          args.placement_workers) as url:
+        if "single" in phases:
+            log(f"single: {args.single} sequential requests ({args.client})")
+            result["single"] = phase_single(make_scheduler(args.client, args.db, url, args.limit, 1), args.single)
+            log(f"  p50 {result['single']['p50_ms']:.1f} ms, p95 {result['single']['p95_ms']:.1f} ms")
+        if "clients" in phases:
+            log(f"clients: {args.clients} processes for {args.seconds:g} s")
+            result["clients"] = phase_clients(args.client, args.db, url, args.limit, args.clients, args.seconds)
+            log(f"  {result['clients']['instances_per_s']:.0f} instances/s "
+                f"({result['clients']['placed']} placed, {result['clients']['failed']} failed)")
+        if "multi" in phases:
+            log(f"multi: {args.multi_repeats} requests of {args.multi} instances")
+            result["multi"] = phase_multi(make_scheduler(args.client, args.db, url, args.limit, 2),
+                                          args.multi, args.multi_repeats)
+            log(f"  p50 {result['multi']['p50_ms']:.0f} ms")
+    if "verify" in phases:
+        result["verify"] = phase_verify(args.db)
+        log(f"verify: {result['verify']['overcommitted_pairs']} overcommitted provider/class pairs")
+    json.dump(result, sys.stdout, indent=2)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

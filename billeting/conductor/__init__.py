@@ -1,0 +1,1 @@
+"""Conductors: the super conductor (API level) and cell conductors."""

@@ -1,0 +1,141 @@
+"""A Placement client that runs Billeting's Placement in this process.
+
+Used by the all-in-one and the simulator. Candidates and allocation writes
+(the scheduler's hot path) call the domain functions directly: the typed
+query becomes the HTTP layer's own parsed form, passes the same structural
+checks and name resolution, and the answer is rendered by the same function
+the HTTP layer uses, so a decision cannot depend on which client made it.
+Everything else goes through the WSGI application itself, without a socket.
+"""
+from __future__ import annotations
+
+import msgspec
+import orjson
+from sqlalchemy import Engine
+
+from billeting.config import Settings
+from billeting.placement import allocations, candidates, errors
+from billeting.placement.allocations import ConsumerWrite
+from billeting.placement.api import allocation_candidates as ac_api
+from billeting.placement.api import query as api_query
+from billeting.placement.api.app import make_app
+from billeting.placement.api.errors import HTTPProblem
+from billeting.placement.candidates import gcpause
+from billeting.placement.consumers import Owner
+from billeting.placement.store.tx import RetriesExhausted, run_read, run_write
+from billeting.placement_client import query as query_mod
+from billeting.placement_client.client import (
+    MAX_VERSION,
+    PlacementClient,
+    PlacementError,
+    parse_version,
+    version_str,
+)
+from billeting.placement_client.model import (
+    AllocationWrite,
+    CandidateQuery,
+    Candidates,
+    WriteOutcome,
+    WriteResult,
+)
+from billeting.placement_client.transport import WsgiTransport
+
+_decode_candidates = msgspec.json.Decoder(Candidates).decode
+
+
+def _parsed(query: CandidateQuery) -> ac_api.ParsedQuery:
+    groups = [
+        ac_api.ParsedGroup(
+            suffix=g.suffix,
+            keys={base for base, present in (("resources", g.resources),
+                                             ("required", g.required or g.forbidden),
+                                             ("member_of", g.member_of or g.forbidden_aggregates),
+                                             ("in_tree", g.in_tree)) if present},
+            resources=dict(g.resources),
+            traits=api_query.TraitExpr([set(any_of) for any_of in g.required], set(g.forbidden)),
+            member_of=api_query.MemberOfExpr([set(any_of) for any_of in g.member_of],
+                                             set(g.forbidden_aggregates)),
+            in_tree=g.in_tree,
+        )
+        for g in sorted(query.groups, key=lambda g: g.suffix)
+    ]
+    return ac_api.ParsedQuery(
+        groups=groups, limit=query.limit, group_policy=query.group_policy,
+        root_required=set(query.root_required), root_forbidden=set(query.root_forbidden),
+        same_subtree=[frozenset(s) for s in query.same_subtree])
+
+
+class InProcessPlacementClient(PlacementClient):
+    def __init__(self, engine: Engine, settings: Settings | None = None) -> None:
+        self.engine = engine
+        self.settings = settings or Settings(db=str(engine.url))
+        super().__init__(WsgiTransport(make_app(self.settings, engine)), version=MAX_VERSION)
+
+    def allocation_candidates(self, query: CandidateQuery) -> Candidates:
+        mv = self.version
+        query_mod.params(query, mv)  # the same feature checks as over HTTP
+        parsed = _parsed(query)
+        try:
+            ac_api.check(parsed, mv)
+        except HTTPProblem as exc:
+            raise PlacementError(exc.status, exc.detail, exc.code) from None
+
+        def work(conn):
+            return candidates.find(conn, ac_api.resolve(conn, parsed, mv, self.settings))
+
+        with gcpause.paused():
+            try:
+                result = run_read(self.engine, work)
+            except HTTPProblem as exc:
+                raise PlacementError(exc.status, exc.detail, exc.code) from None
+            body = orjson.dumps(ac_api.render(result, mv))
+            del result
+            found = _decode_candidates(body)
+        return msgspec.structs.replace(found, version=version_str(mv))
+
+    def put_allocations(self, consumer_uuid: str, write: AllocationWrite, *,
+                        version: str | None = None) -> WriteOutcome:
+        mv = parse_version(version) if version else self.version
+        consumer_type = write.consumer_type if mv >= (1, 38) else None
+        domain_write = ConsumerWrite(
+            consumer_uuid=consumer_uuid,
+            resources={rp: dict(part.resources) for rp, part in write.allocations.items()},
+            owner=Owner(write.project_id, write.user_id, consumer_type),
+            check_generation=True,
+            generation=write.consumer_generation,
+        )
+        return self._write([domain_write])
+
+    def post_allocations(self, writes) -> WriteOutcome:
+        domain_writes = [
+            ConsumerWrite(consumer_uuid=uuid,
+                          resources={rp: dict(part.resources) for rp, part in w.allocations.items()},
+                          owner=Owner(w.project_id, w.user_id, w.consumer_type),
+                          check_generation=True, generation=w.consumer_generation)
+            for uuid, w in writes.items()]
+        return self._write(domain_writes)
+
+    def _write(self, writes: list[ConsumerWrite]) -> WriteOutcome:
+        try:
+            run_write(self.engine, lambda conn: allocations.replace_allocations(conn, writes),
+                      retries=self.settings.allocation_conflict_retry_count)
+        except errors.ConcurrentUpdate as exc:
+            if "consumer generation conflict" in exc.detail:
+                return WriteOutcome(WriteResult.CONSUMER_CONFLICT, exc.detail)
+            return WriteOutcome(WriteResult.PROVIDER_CONFLICT, exc.detail)
+        except RetriesExhausted as exc:
+            return WriteOutcome(WriteResult.PROVIDER_CONFLICT,
+                                f"Inventory and/or allocations changed while attempting to allocate: {exc.reason}")
+        except errors.Conflict as exc:
+            return WriteOutcome(WriteResult.NO_CAPACITY, exc.detail)
+        except errors.InvalidInput as exc:
+            return WriteOutcome(WriteResult.INVALID, exc.detail)
+        return WriteOutcome(WriteResult.OK)
+
+    def delete_allocations(self, consumer_uuid: str) -> bool:
+        try:
+            run_write(self.engine, lambda conn: allocations.delete_for_consumer(conn, consumer_uuid),
+                      retries=self.settings.allocation_conflict_retry_count)
+        except errors.NotFound:
+            return False
+        return True

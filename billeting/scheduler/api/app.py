@@ -1,0 +1,183 @@
+"""Assemble the scheduler API's WSGI stack, with Placement's outer layers.
+
+Outermost first: request id (``x-openstack-request-id``) → auth (noauth2 or
+keystone, ``GET /`` open) → context (401) → body sanity → routing (404/405)
+→ handler. Errors use Placement's document, always with a ``code``:
+
+    {"errors": [{"status": 409, "title": "Conflict", "detail": "...",
+                 "code": "billeting.no_valid_host", "request_id": "req-...",
+                 "explanation": {...}}]}
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+
+import falcon
+import msgspec
+from sqlalchemy.exc import DBAPIError
+
+from billeting.placement.api import auth
+from billeting.placement.api.context import context_from_environ
+from billeting.placement.api.errors import HTTPProblem, error_document
+from billeting.placement.store.tx import RetriesExhausted
+from billeting.placement_client.client import PlacementError
+from billeting.scheduler.api import aggregates, hosts, root, selections, server_groups, topology, zones
+from billeting.scheduler.api.base import Deps
+from billeting.scheduler.api.policy import authorizer
+from billeting.scheduler.core import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
+from billeting.scheduler.service import errors
+
+LOG = logging.getLogger(__name__)
+
+ROUTES = [
+    ("/", root.Root),
+    ("/selections", selections.Selections),
+    ("/server_groups", server_groups.ServerGroups),
+    ("/server_groups/{uuid}", server_groups.ServerGroup),
+    ("/topology", topology.Topology),
+    ("/topology/{level}", topology.Level),
+    ("/topology/{level}/{name}", topology.Domain),
+    ("/availability_zones", zones.Zones),
+    ("/availability_zones/{name}", zones.Zone),
+    ("/aggregates", aggregates.Aggregates),
+    ("/aggregates/{uuid}", aggregates.Aggregate),
+    ("/hosts", hosts.Hosts),
+    ("/hosts/{name}", hosts.Host),
+]
+
+_PLACEMENT_UNDEFINED = "placement.undefined_code"
+
+
+class ApiMiddleware:
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        env = req.env
+        req.context.deps = self.deps
+        req.context.auth = context_from_environ(env, env.get(auth.REQUEST_ID_KEY) or auth.new_request_id())
+        if req.context.auth.user_id is None and not auth.is_root(env):
+            raise HTTPProblem(401, "The request you have made requires authentication.")
+        length = env.get("CONTENT_LENGTH")
+        if length:
+            try:
+                size = int(length)
+            except ValueError:
+                raise HTTPProblem(400, "content-length header must be an integer") from None
+            if size > 0 and not env.get("CONTENT_TYPE"):
+                raise HTTPProblem(400, "content-type header required when content-length > 0")
+
+    def process_resource(self, req, resp, resource, params) -> None:
+        if resource is None or any(value == "" for value in params.values()):
+            raise HTTPProblem(404, "The resource could not be found.")
+        if req.method not in resource.METHODS:
+            raise HTTPProblem(405, "The method specified is not allowed for this resource.",
+                              headers={"Allow": ", ".join(resource.METHODS)})
+
+
+def _render(req, resp, status: int, detail: str, code: str, *, headers: dict | None = None,
+            extra: dict | None = None) -> None:
+    auth_ctx = getattr(req.context, "auth", None)
+    request_id = auth_ctx.request_id if auth_ctx else req.env.get(auth.REQUEST_ID_KEY)
+    resp.status = status
+    resp.content_type = "application/json"
+    resp.data = error_document(status, detail, request_id, code=code, extra=extra)
+    for name, value in (headers or {}).items():
+        resp.set_header(name, value)
+
+
+def _service_error(req, resp, exc: errors.ServiceError, params) -> None:
+    _render(req, resp, exc.status, exc.detail, exc.code)
+
+
+def _http_problem(req, resp, exc: HTTPProblem, params) -> None:
+    code = exc.code if exc.code and exc.code != _PLACEMENT_UNDEFINED else errors.UNDEFINED
+    _render(req, resp, exc.status, exc.detail, code, headers=exc.headers)
+
+
+def _no_valid_host(req, resp, exc: NoValidHost, params) -> None:
+    _render(req, resp, 409, exc.explanation.message, errors.NO_VALID_HOST,
+            extra={"explanation": msgspec.to_builtins(exc.explanation)})
+
+
+_SCHEDULER_CODES = {InvalidRequest: errors.INVALID, PlacementTrouble: errors.PLACEMENT_UNAVAILABLE,
+                    ConsumerConflict: errors.CONSUMER_CONFLICT}
+
+
+def _scheduler_error(req, resp, exc: SchedulerError, params) -> None:
+    _render(req, resp, exc.status, exc.message, _SCHEDULER_CODES.get(type(exc), errors.UNDEFINED))
+
+
+def _retries_exhausted(req, resp, exc: RetriesExhausted, params) -> None:
+    _render(req, resp, 409, f"the change met concurrent changes too often; try again ({exc.reason})",
+            errors.CONCURRENT_UPDATE)
+
+
+def _placement_error(req, resp, exc: PlacementError, params) -> None:
+    _render(req, resp, 503, f"Placement could not answer: {exc.detail or exc}", errors.PLACEMENT_UNAVAILABLE)
+
+
+def _database_error(req, resp, exc: DBAPIError, params) -> None:
+    LOG.error("API database error handling %s %s: %s", req.method, req.path, exc)
+    _render(req, resp, 503, "The scheduler's API database is not available; try again.",
+            errors.DATABASE_UNAVAILABLE)
+
+
+def _falcon_error(req, resp, exc: falcon.HTTPError, params) -> None:
+    if exc.status_code == 404:
+        detail = "The resource could not be found."
+    elif exc.status_code == 405:
+        detail = "The method specified is not allowed for this resource."
+    else:
+        detail = exc.description or exc.title or "Error"
+    _render(req, resp, exc.status_code, detail, errors.UNDEFINED, headers=dict(exc.headers or {}))
+
+
+def _unexpected(req, resp, exc: Exception, params) -> None:
+    LOG.error("unexpected error handling %s %s\n%s", req.method, req.path, traceback.format_exc())
+    _render(req, resp, 500, "An unexpected error prevented the server from fulfilling your request.",
+            errors.UNDEFINED)
+
+
+def make_falcon_app(deps: Deps) -> falcon.App:
+    app = falcon.App(middleware=[ApiMiddleware(deps)], cors_enable=False)
+    app.req_options.keep_blank_qs_values = True
+    app.req_options.auto_parse_form_urlencoded = False
+    app.req_options.strip_url_path_trailing_slash = False
+    app.resp_options.default_media_type = None
+    for path, resource_cls in ROUTES:
+        app.add_route(path, resource_cls(deps))
+    # Most specific last: Falcon picks the handler of the nearest class.
+    app.add_error_handler(Exception, _unexpected)
+    app.add_error_handler(falcon.HTTPError, _falcon_error)
+    app.add_error_handler(HTTPProblem, _http_problem)
+    app.add_error_handler(errors.ServiceError, _service_error)
+    app.add_error_handler(NoValidHost, _no_valid_host)
+    app.add_error_handler(SchedulerError, _scheduler_error)
+    app.add_error_handler(RetriesExhausted, _retries_exhausted)
+    app.add_error_handler(PlacementError, _placement_error)
+    app.add_error_handler(DBAPIError, _database_error)
+    return app
+
+
+class _RootPathFix:
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if not environ.get("PATH_INFO"):
+            environ["PATH_INFO"] = "/"
+        return self.app(environ, start_response)
+
+
+def make_app(service, *, auth_strategy: str = "noauth2", config_file: str | None = None,
+             policy_file: str | None = None, legacy_policy: bool = False):
+    """The full WSGI stack around ``service`` (a ``SchedulerService``)."""
+    deps = Deps(service=service, authorizer=authorizer(policy_file=policy_file, legacy=legacy_policy))
+    wsgi = make_falcon_app(deps)
+    if auth_strategy == "keystone":
+        wsgi = auth.keystone_middleware(wsgi, config_file)
+    else:
+        wsgi = auth.NoAuth2Middleware(wsgi)
+    return auth.RequestIdMiddleware(_RootPathFix(wsgi))

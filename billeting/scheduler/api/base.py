@@ -1,0 +1,63 @@
+"""What every scheduler API resource uses: the service, policy checks,
+validated bodies and msgspec-encoded answers."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import falcon
+import msgspec
+
+from billeting.placement.api import util
+from billeting.placement.api.context import RequestContext
+from billeting.placement.api.policy import Authorizer
+
+JSON = "application/json"
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class Deps:
+    """Built once per process."""
+
+    service: object  # billeting.scheduler.service.runtime.SchedulerService
+    authorizer: Authorizer
+
+
+class Resource:
+    """One route; ``METHODS`` lists what it answers (anything else is a 405)."""
+
+    METHODS: tuple[str, ...] = ()
+
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.service = deps.service
+
+
+def ctx(req: falcon.Request) -> RequestContext:
+    return req.context.auth
+
+
+def authorize(req: falcon.Request, rule: str) -> None:
+    req.context.deps.authorizer.authorize(req.context.auth, rule)
+
+
+def body(req: falcon.Request, schema: dict) -> dict:
+    """The JSON body, checked against ``schema`` (415 when not JSON, 400 when invalid)."""
+    util.require_json_content(req)
+    data = util.read_json(req)
+    if not isinstance(data, dict):
+        util.validate(data, {"type": "object"})
+    util.validate(data, schema)
+    return data
+
+
+def send(resp: falcon.Response, value: object, *, status: int = 200) -> None:
+    resp.status = status
+    resp.content_type = JSON
+    resp.data = _encode(value)
+
+
+def send_empty(resp: falcon.Response) -> None:
+    resp.status = 204
+    resp.data = b""
+    resp.content_type = None

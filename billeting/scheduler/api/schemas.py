@@ -1,0 +1,190 @@
+"""JSON schemas of every request body (Draft 4, checked with Placement's
+validator so messages read the same). A body that passes is converted to
+the typed objects at once (msgspec), so no handler works on dicts."""
+from __future__ import annotations
+
+UUID = {"type": "string", "format": "uuid"}
+NAME = {"type": "string", "minLength": 1, "maxLength": 255}
+TRAIT = {"type": "string", "pattern": "^[A-Z0-9_]{1,255}$"}
+RESOURCE_CLASS = {"type": "string", "pattern": "^[A-Z0-9_]{1,255}$"}
+SUFFIX = {"type": "string", "pattern": "^([a-zA-Z0-9_-]{1,64})?$"}
+DOMAIN_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$"}
+LEVEL = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"}
+MAX_INSTANCES = 1000
+MAX_ALTERNATES = 100
+
+
+def _array(items: dict, *, min_items: int = 0, unique: bool = True, max_items: int | None = None) -> dict:
+    schema = {"type": "array", "items": items, "minItems": min_items, "uniqueItems": unique}
+    if max_items is not None:
+        schema["maxItems"] = max_items
+    return schema
+
+
+REQUEST_GROUP = {
+    "type": "object",
+    "properties": {
+        "suffix": SUFFIX,
+        "resources": {"type": "object", "patternProperties": {"^[A-Z0-9_]{1,255}$": {"type": "integer",
+                                                                                      "minimum": 1}},
+                      "additionalProperties": False},
+        "required": _array(_array(TRAIT, min_items=1)),
+        "forbidden": _array(TRAIT),
+        "member_of": _array(_array(UUID, min_items=1)),
+        "forbidden_aggregates": _array(UUID),
+        "in_tree": UUID,
+    },
+    "additionalProperties": False,
+}
+
+SERVER_GROUP_OBJECT = {
+    "type": "object",
+    "properties": {
+        "uuid": UUID,
+        "policy": {"enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]},
+        "max_server_per_host": {"type": "integer", "minimum": 1},
+        "scope": LEVEL,
+        "members": _array(UUID),
+    },
+    "required": ["uuid", "policy"],
+    "additionalProperties": False,
+}
+
+# Fields of a ScheduleRequest that both forms share.
+_COMMON = {
+    "instance_uuids": _array(UUID, min_items=1, max_items=MAX_INSTANCES),
+    "project_id": NAME,
+    "user_id": NAME,
+    "availability_zone": NAME,
+    "destination": {"type": "object", "properties": {"host": NAME, "node": NAME, "cell": NAME},
+                    "additionalProperties": False},
+    "ignore_hosts": _array(NAME),
+    "alternates": {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATES},
+    "dry_run": {"type": "boolean"},
+}
+
+SELECTIONS = {
+    "type": "object",
+    "properties": {
+        **_COMMON,
+        "groups": _array(REQUEST_GROUP, min_items=1, unique=False),
+        "group_policy": {"enum": ["none", "isolate"]},
+        "root_required": _array(TRAIT),
+        "root_forbidden": _array(TRAIT),
+        "same_subtree": _array(_array(SUFFIX, min_items=1)),
+        "consumer_type": {"type": "string", "pattern": "^[A-Z0-9_]{1,255}$"},
+        # A stored group's uuid (loaded, and new members recorded), or a
+        # whole group the caller keeps itself.
+        "server_group": {"anyOf": [UUID, SERVER_GROUP_OBJECT]},
+        "same_host": _array(UUID),
+        "different_host": _array(UUID),
+        "domain_constraints": _array({
+            "type": "object",
+            "properties": {"relation": {"enum": ["same", "different"]}, "level": LEVEL,
+                           "instances": _array(UUID, min_items=1)},
+            "required": ["relation", "level", "instances"],
+            "additionalProperties": False,
+        }, unique=False),
+        "near": {
+            "type": "object",
+            "properties": {"level": LEVEL, "instances": _array(UUID), "domain": DOMAIN_NAME},
+            "required": ["level"],
+            "additionalProperties": False,
+        },
+        "hints": {"type": "object", "additionalProperties": _array({"type": "string", "maxLength": 255},
+                                                                    unique=False)},
+    },
+    "required": ["instance_uuids", "groups"],
+    "additionalProperties": False,
+}
+
+FLAVOR = {
+    "type": "object",
+    "properties": {
+        "vcpus": {"type": "integer", "minimum": 1},
+        "memory_mb": {"type": "integer", "minimum": 1},
+        "root_gb": {"type": "integer", "minimum": 0},
+        "ephemeral_gb": {"type": "integer", "minimum": 0},
+        "swap": {"type": "integer", "minimum": 0},
+        "name": {"type": "string", "maxLength": 255},
+        "extra_specs": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
+    },
+    "required": ["vcpus", "memory_mb"],
+    "additionalProperties": False,
+}
+
+# The Nova form: a flavor and an image, translated by billeting.scheduler.nova.
+NOVA_SELECTIONS = {
+    "type": "object",
+    "properties": {
+        **_COMMON,
+        "flavor": FLAVOR,
+        "image": {"type": "object", "properties": {
+            "id": {"type": "string", "maxLength": 255},
+            "properties": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}}},
+            "additionalProperties": False},
+        "is_bfv": {"type": "boolean"},
+        "scheduler_hints": {
+            "type": "object",
+            "properties": {"group": UUID, "same_host": _array(UUID), "different_host": _array(UUID)},
+            "additionalProperties": _array({"type": "string", "maxLength": 255}, unique=False),
+        },
+    },
+    "required": ["instance_uuids", "flavor"],
+    "additionalProperties": False,
+}
+
+SERVER_GROUP = {
+    "type": "object",
+    "properties": {
+        "name": NAME,
+        "policy": {"enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]},
+        "rules": {"type": "object", "properties": {"max_server_per_host": {"type": "integer", "minimum": 1}},
+                  "additionalProperties": False},
+        "scope": LEVEL,
+        "project_id": NAME,
+        "user_id": NAME,
+    },
+    "required": ["name", "policy"],
+    "additionalProperties": False,
+}
+
+DOMAIN = {
+    "type": "object",
+    "properties": {"hosts": _array(NAME, min_items=1), "members": _array(DOMAIN_NAME, min_items=1)},
+    "oneOf": [{"required": ["hosts"]}, {"required": ["members"]}],
+    "additionalProperties": False,
+}
+
+ZONE = {
+    "type": "object",
+    "properties": {"hosts": _array(NAME)},
+    "required": ["hosts"],
+    "additionalProperties": False,
+}
+
+AGGREGATE = {
+    "type": "object",
+    "properties": {
+        "name": DOMAIN_NAME,
+        "metadata": {"type": "object", "patternProperties": {"^[A-Za-z0-9_.:-]{1,255}$": {
+            "type": "string", "maxLength": 255}}, "additionalProperties": False},
+    },
+    "required": ["metadata"],
+    "additionalProperties": False,
+}
+
+HOST_REPORT = {
+    "type": "object",
+    "properties": {
+        "service_host": NAME,
+        "cell": NAME,
+        "enabled": {"type": "boolean"},
+        "up": {"type": "boolean"},
+        "heartbeat": {"type": "boolean"},
+        "failed_builds": {"type": "integer", "minimum": 0},
+        "num_instances": {"type": "integer", "minimum": 0},
+        "num_io_ops": {"type": "integer", "minimum": 0},
+    },
+    "additionalProperties": False,
+}

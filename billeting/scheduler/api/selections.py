@@ -1,0 +1,82 @@
+"""``POST /selections``: place instances (201 + the Selections), or rank
+hosts without claiming (``dry_run``: 200 + the ranked hosts and each
+weigher's score). No host: 409 ``billeting.no_valid_host`` with an
+explanation (see ``app``).
+
+The body is a ``ScheduleRequest`` as JSON plus ``alternates`` and
+``dry_run``; ``server_group`` may be a stored group's uuid. Or the Nova
+form: ``flavor`` (+ ``image``, ``scheduler_hints``), translated by
+``billeting.scheduler.nova``. ``project_id``/``user_id`` default to the
+caller's.
+"""
+from __future__ import annotations
+
+import msgspec
+
+from billeting.placement.api import util
+from billeting.placement.api.errors import HTTPProblem
+from billeting.scheduler import nova
+from billeting.scheduler.api import schemas
+from billeting.scheduler.api.base import Resource, authorize, body, ctx, send
+from billeting.scheduler.request import Destination, ScheduleRequest
+
+
+class Selections(Resource):
+    METHODS = ("POST",)
+
+    def on_post(self, req, resp) -> None:
+        authorize(req, "scheduler:selections:create")
+        data = body(req, {"type": "object"})
+        nova_form = "flavor" in data
+        util.validate(data, schemas.NOVA_SELECTIONS if nova_form else schemas.SELECTIONS)
+        alternates = data.pop("alternates", 0)
+        dry_run = data.pop("dry_run", False)
+        caller = ctx(req)
+        data.setdefault("project_id", caller.project_id)
+        data.setdefault("user_id", caller.user_id)
+        if not data["project_id"] or not data["user_id"]:
+            raise HTTPProblem(400, "project_id and user_id are needed: the caller's token names no project")
+        request, group = (from_nova(data) if nova_form else from_typed(data))
+        service = self.service
+        if dry_run:
+            ranked = service.dry_run(request, group=group)
+            send(resp, {"hosts": ranked})
+            return
+        selections = service.select(request, alternates, group=group)
+        send(resp, {"selections": selections}, status=201)
+
+
+def _convert(data: dict, kind):
+    try:
+        return msgspec.convert(data, kind)
+    except msgspec.ValidationError as exc:
+        raise HTTPProblem(400, f"JSON does not validate: {exc}") from None
+
+
+def from_typed(data: dict) -> tuple[ScheduleRequest, str | None]:
+    group = data.get("server_group")
+    if isinstance(group, str):
+        data = {k: v for k, v in data.items() if k != "server_group"}
+    else:
+        group = None
+    return _convert(data, ScheduleRequest), group
+
+
+def from_nova(data: dict) -> tuple[ScheduleRequest, str | None]:
+    hints = dict(data.get("scheduler_hints") or {})
+    group = hints.pop("group", None)
+    same_host = hints.pop("same_host", [])
+    different_host = hints.pop("different_host", [])
+    flavor = _convert(data["flavor"], nova.Flavor)
+    image = _convert(data["image"], nova.Image) if "image" in data else None
+    destination = _convert(data["destination"], Destination) if "destination" in data else None
+    request = nova.request_from_nova(
+        flavor, image, instance_uuids=data["instance_uuids"], project_id=data["project_id"],
+        user_id=data["user_id"], is_bfv=data.get("is_bfv", False), availability_zone=data.get("availability_zone"),
+        same_host=same_host, different_host=different_host, destination=destination,
+        ignore_hosts=data.get("ignore_hosts", ()))
+    if not any(g.resources for g in request.groups):
+        raise HTTPProblem(400, "the flavor asks for no resources")
+    if hints:
+        request = msgspec.structs.replace(request, hints={k: tuple(v) for k, v in hints.items()})
+    return request, group

@@ -1,0 +1,373 @@
+"""``select_destinations``: one request in, claimed Selections out.
+
+    request ──▶ query (request filters) ──▶ GET /allocation_candidates (once)
+            ──▶ host states (catalog records + summaries)
+            ──▶ per instance: filter → weigh → pick, then claim down the
+                ranked list until a claim wins; consume it in memory
+            ──▶ alternates from each chosen host's cell (unclaimed)
+            ──▶ [[chosen, alternate, ...] per instance]
+
+The scheduler claims (scheduler-design open point 1, decided as Nova did):
+pick-and-claim is one loop, so a claim lost to another scheduler costs one
+more PUT, not a round trip through a conductor, and the in-memory view of
+the request's own claims matches what Placement holds. A request of several
+instances is all or nothing: when any instance cannot be claimed, every
+claim this request made is deleted before the error leaves this module.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+
+import msgspec
+
+from billeting.placement_client import claims
+from billeting.placement_client.client import PlacementClient, PlacementError
+from billeting.placement_client.model import AllocationRequest, AllocationWrite, WriteResult
+from billeting.placement_client.query import UnsupportedQuery, query_string
+from billeting.scheduler import explain as explain_mod
+from billeting.scheduler import query as query_mod
+from billeting.scheduler.catalog import HostCatalog
+from billeting.scheduler.decision import Decision
+from billeting.scheduler.directory import Directory, Domain
+from billeting.scheduler.explain import Explanation
+from billeting.scheduler.hoststate import HostState, host_states
+from billeting.scheduler.pipeline import FilterStep, Pipeline, RankedList
+from billeting.scheduler.request import ScheduleRequest
+from billeting.scheduler.selection import Selection
+from billeting.scheduler.settings import SchedulerSettings
+
+LOG = logging.getLogger(__name__)
+
+ROLLBACK_TRIES = 3
+
+
+class SchedulerError(Exception):
+    """The request could not be decided for a reason other than capacity."""
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+class InvalidRequest(SchedulerError):
+    pass
+
+
+class PlacementTrouble(SchedulerError):
+    """Placement was unreachable or refused the query."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=503)
+
+
+class ConsumerConflict(SchedulerError):
+    """An instance already holds allocations: it is not a new build."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=409)
+
+
+class _BatchLost(Exception):
+    """A multi-instance batch claim was refused as a whole."""
+
+
+_CLAIM_EACH, _CLAIM_BATCH, _NO_CLAIM = "claim-each", "claim-batch", "no-claim"
+
+
+class NoValidHost(Exception):
+    def __init__(self, explanation: Explanation) -> None:
+        super().__init__(explanation.message)
+        self.explanation = explanation
+
+
+class RankedHost(msgspec.Struct, frozen=True):
+    """One line of a dry run: a host, its weight and each weigher's share."""
+
+    host: str
+    compute_node_uuid: str
+    cell_uuid: str
+    weight: float
+    scores: dict[str, float]
+    allocation_request: AllocationRequest | None
+
+
+@dataclass(slots=True)
+class _Claimed:
+    instance: str
+    host: HostState
+    request: AllocationRequest
+    weight: float
+
+
+class Scheduler:
+    """Thread-safe: each call keeps its state in its own ``Decision``."""
+
+    def __init__(self, client: PlacementClient, catalog: HostCatalog, directory: Directory,
+                 settings: SchedulerSettings | None = None, *, rng: random.Random | None = None) -> None:
+        self.client = client
+        self.catalog = catalog
+        self.directory = directory
+        self.settings = settings or SchedulerSettings()
+        self.settings.check()
+        self.pipeline = Pipeline(self.settings, rng)
+
+    # --- front ---------------------------------------------------------------------
+
+    def select_destinations(self, request: ScheduleRequest, alternates: int = 0, *,
+                            claim: bool = True) -> list[list[Selection]]:
+        """Per instance, ``[chosen, alternate, ...]``; the chosen is claimed.
+        Raises NoValidHost (with an explanation), SchedulerError.
+
+        ``claim=False`` ranks and picks exactly the same way but writes
+        nothing: every Selection comes back unclaimed, for callers that claim
+        elsewhere (the simulator's "legacy" and "conductor claims" designs)."""
+        self._check(request, alternates)
+        located, records = self._references(request)
+        if request.near is None:
+            return self._select(request, alternates, located, records, None, None, claim)
+        decision = Decision(request, self.settings, self.directory)
+        last: NoValidHost | None = None
+        for level, domain in self._guard(lambda: query_mod.nearness_domains(decision, located, records)):
+            try:
+                return self._select(request, alternates, located, records, level, domain, claim)
+            except NoValidHost as exc:
+                last = exc  # widen to the next level
+        raise last  # type: ignore[misc]
+
+    def dry_run(self, request: ScheduleRequest) -> list[RankedHost]:
+        """The hosts the first instance would be ranked over, best first, with
+        each weigher's score; nothing is claimed. Raises NoValidHost when none."""
+        self._check(request, 0)
+        located, records = self._references(request)
+        decision, hosts, query, qs = self._prepare(request, located, records, None)
+        steps: list[FilterStep] = []
+        _, ranked = self.pipeline.rank(hosts, decision, steps, scores=True)
+        if not ranked:
+            raise NoValidHost(self._explain(request, query, qs, len(hosts), steps, 0, 0))
+        return [RankedHost(r.host.name, r.host.uuid, r.host.record.cell_uuid, r.weight, r.scores,
+                           r.host.first_candidate()) for r in ranked]
+
+    # --- steps -----------------------------------------------------------------------
+
+    def _check(self, request: ScheduleRequest, alternates: int) -> None:
+        if not request.instance_uuids:
+            raise InvalidRequest("a request names at least one instance")
+        if len(set(request.instance_uuids)) != len(request.instance_uuids):
+            raise InvalidRequest("instance uuids must be distinct")
+        if alternates < 0:
+            raise InvalidRequest("alternates must not be negative")
+        if not any(g.resources for g in request.groups):
+            raise InvalidRequest("a request asks for at least one resource")
+
+    def _guard(self, work):
+        """Run ``work``; a request it proves unsatisfiable is a NoValidHost
+        that says why, without asking Placement anything."""
+        try:
+            return work()
+        except query_mod.Unsatisfiable as exc:
+            raise NoValidHost(explain_mod.unsatisfiable(str(exc))) from None
+
+    def _references(self, request: ScheduleRequest):
+        wanted = query_mod.referenced_instances(request)
+        if not wanted:
+            return {}, {}
+        try:
+            located = self.catalog.locate(wanted)
+        except PlacementError as exc:
+            raise PlacementTrouble(f"cannot locate the instances this request refers to: {exc.detail}") from None
+        records = self.catalog.records(set(located.values()))
+        return located, records
+
+    def _prepare(self, request, located, records, near: Domain | None):
+        decision = Decision(request, self.settings, self.directory)
+        try:
+            self._guard(lambda: query_mod.seed(decision, located, records))
+            query = self._guard(lambda: query_mod.build(decision, self.catalog, version=self.client.version,
+                                                        near=near))
+            qs = query_string(query, self.client.version)
+            candidates = self.client.allocation_candidates(query)
+        except UnsupportedQuery as exc:
+            raise InvalidRequest(f"this Placement cannot answer the request: {exc}") from None
+        except PlacementError as exc:
+            if exc.status == 400:
+                raise InvalidRequest(f"Placement rejected the query: {exc.detail}") from None
+            raise PlacementTrouble(f"Placement could not answer: {exc.detail or exc}") from None
+        roots = {s.root_provider_uuid or rp for rp, s in candidates.provider_summaries.items()}
+        hosts = host_states(candidates, self.catalog.records(roots), self.directory)
+        decision.version = candidates.version
+        return decision, hosts, query, qs
+
+    def _select(self, request, alternates, located, records, level: str | None,
+                near: Domain | None, claim: bool = True) -> list[list[Selection]]:
+        if not claim:
+            return self._decide(request, alternates, located, records, level, near, _NO_CLAIM)
+        if request.num_instances == 1:
+            return self._decide(request, alternates, located, records, level, near, _CLAIM_EACH)
+        try:
+            return self._decide(request, alternates, located, records, level, near, _CLAIM_BATCH)
+        except _BatchLost as lost:
+            # Capacity went elsewhere between our query and the batch claim:
+            # decide again, claiming instance by instance so each lost claim
+            # just falls back to the next host.
+            LOG.info("batch claim of %d instances lost (%s); claiming one by one",
+                     request.num_instances, lost)
+            return self._decide(request, alternates, located, records, level, near, _CLAIM_EACH)
+
+    def _decide(self, request, alternates, located, records, level: str | None,
+                near: Domain | None, mode: str) -> list[list[Selection]]:
+        """Rank and pick each instance in turn on the request's in-memory
+        view. ``mode``: claim each pick as it is made (falling back down the
+        ranked list when a claim loses), plan every pick and claim them all
+        in one ``POST /allocations`` (all or nothing, spec 8.4), or claim
+        nothing."""
+        started = time.perf_counter()
+        decision, hosts, query, qs = self._prepare(request, located, records, near)
+        offered = len(hosts)
+        if hosts:
+            decision.consumption = hosts[0].consumption
+        steps: list[FilterStep] = []
+        claimed: list[_Claimed] = []
+        lost = 0
+        dropped: set[str] = set()
+        ranked: RankedList | list = []
+        ran_out = False
+        each = mode == _CLAIM_EACH
+        try:
+            for index, instance in enumerate(request.instance_uuids):
+                decision.index = index
+                trace: list[FilterStep] = []
+                passed, ranked = self.pipeline.rank(hosts, decision, trace)
+                if index == 0:
+                    hosts = passed  # later instances re-check only per-instance filters
+                    steps = trace
+                else:
+                    # What removed hosts for this instance: the first one's
+                    # once-per-request filters, then its own per-instance ones.
+                    steps = [s for s in steps if s.once_per_request] + trace
+                won, lost_here = self._claim_down(ranked, instance, request, decision, dropped, each)
+                lost += lost_here
+                if won is None:
+                    ran_out = True
+                    break
+                claimed.append(won)
+                won.host.consumption.add(won.request)
+                decision.placed(won.host)
+        finally:
+            if each and (ran_out or len(claimed) < request.num_instances):
+                self._rollback(claimed)
+        if ran_out:
+            # Explained after the rollback, so the counts describe the fleet
+            # as the next request will find it.
+            raise NoValidHost(self._explain(request, query, qs, offered, steps, lost, len(claimed)))
+        if mode == _CLAIM_BATCH:
+            self._claim_batch(claimed, request, decision.version)
+        if alternates and len(claimed) > 1:
+            # Rank once more, with every filter: the siblings' claims changed the picture.
+            decision.index = 0
+            _, ranked = self.pipeline.rank(hosts, decision)
+        selections = self._selections(claimed, ranked if alternates else [], dropped, decision, alternates,
+                                      level, mode != _NO_CLAIM)
+        LOG.debug("placed %d instance(s) in %.1f ms (%d hosts offered, %d claims lost)",
+                  len(claimed), (time.perf_counter() - started) * 1000, offered, lost)
+        return selections
+
+    def _claim_batch(self, planned: list[_Claimed], request: ScheduleRequest, version: str) -> None:
+        writes = {c.instance: AllocationWrite(allocations=c.request.allocations, project_id=request.project_id,
+                                              user_id=request.user_id, consumer_generation=None,
+                                              mappings=c.request.mappings or None,
+                                              consumer_type=request.consumer_type)
+                  for c in planned}
+        try:
+            outcome = self.client.post_allocations(writes)
+        except PlacementError as exc:
+            raise PlacementTrouble(f"Placement could not take the claims: {exc.detail or exc}") from None
+        if outcome.ok:
+            return
+        if outcome.result is WriteResult.CONSUMER_CONFLICT:
+            raise ConsumerConflict("an instance of this request already holds allocations in Placement; "
+                                   f"a build must use new consumers ({outcome.detail})")
+        raise _BatchLost(outcome.detail)
+
+    def _claim_down(self, ranked: RankedList, instance: str, request: ScheduleRequest,
+                    decision: Decision, dropped: set[str], claim: bool = True) -> tuple[_Claimed | None, int]:
+        """Claim the first host of ``ranked`` that accepts; (the claim, claims lost)."""
+        lost = 0
+        for r in ranked:
+            if r.host.uuid in dropped:
+                continue
+            candidate = r.host.first_candidate()
+            if candidate is None:
+                continue  # the request's own earlier claims used it up
+            if not claim:
+                return _Claimed(instance, r.host, candidate, r.weight), 0
+            outcome = claims.claim(self.client, instance, candidate, project_id=request.project_id,
+                                   user_id=request.user_id, consumer_type=request.consumer_type,
+                                   version=decision.version)
+            if outcome.ok:
+                return _Claimed(instance, r.host, candidate, r.weight), lost
+            if outcome.result is WriteResult.CONSUMER_CONFLICT:
+                raise ConsumerConflict(f"instance {instance} already holds allocations in Placement; "
+                                       "a build must use a new consumer")
+            lost += 1
+            dropped.add(r.host.uuid)  # for the rest of this request too
+            LOG.info("claim for %s on %s lost (%s): %s; trying the next host",
+                     instance, r.host.name, outcome.result.value, outcome.detail)
+        return None, lost
+
+    def _selections(self, claimed: list[_Claimed], ranked, dropped: set[str], decision: Decision,
+                    alternates: int, level: str | None, claim: bool = True) -> list[list[Selection]]:
+        version = decision.version
+        chosen = {c.host.uuid for c in claimed}
+        result = []
+        for c in claimed:
+            rec = c.host.record
+            first = Selection(service_host=rec.service_host, nodename=rec.name, compute_node_uuid=rec.uuid,
+                              cell_uuid=rec.cell_uuid, consumer_uuid=c.instance, allocation_request=c.request,
+                              allocation_request_version=version, claimed=claim,
+                              availability_zone=rec.availability_zone, domain_level=level, weight=c.weight)
+            line = [first]
+            for r in ranked:
+                if len(line) > alternates:
+                    break
+                alt = r.host
+                if alt.uuid in chosen or alt.uuid in dropped or alt.record.cell_uuid != rec.cell_uuid:
+                    continue
+                candidate = alt.first_candidate()
+                if candidate is None:
+                    continue
+                arec = alt.record
+                line.append(Selection(service_host=arec.service_host, nodename=arec.name,
+                                      compute_node_uuid=arec.uuid, cell_uuid=arec.cell_uuid,
+                                      consumer_uuid=c.instance, allocation_request=candidate,
+                                      allocation_request_version=version, claimed=False,
+                                      availability_zone=arec.availability_zone, domain_level=level,
+                                      weight=r.weight))
+            result.append(line)
+        return result
+
+    def _rollback(self, claimed: list[_Claimed]) -> None:
+        for c in claimed:
+            for attempt in range(ROLLBACK_TRIES):
+                try:
+                    claims.unclaim(self.client, c.instance)
+                    break
+                except PlacementError as exc:
+                    if attempt == ROLLBACK_TRIES - 1:
+                        LOG.error("could not roll back the claim of %s on %s: %s; it must be removed "
+                                  "by an audit", c.instance, c.host.name, exc)
+                    else:
+                        time.sleep(0.05 * (attempt + 1))
+
+    def _explain(self, request, query, qs, offered, steps, lost, placed) -> Explanation:
+        hosts = self.catalog.host_uuids()
+        shortfalls = []
+        if offered < len(hosts):
+            shortfalls = explain_mod.placement_shortfalls(self.client, query, set(hosts))
+        return explain_mod.explain(instances=request.num_instances, hosts_total=len(hosts),
+                                   hosts_offered=offered, query=qs, placement=shortfalls, steps=steps,
+                                   claims_lost=lost, placed=placed)
+

@@ -1,0 +1,118 @@
+"""Why no host was found, in words a person can act on.
+
+A failed request is explained in three layers, each with counts:
+
+1. Placement — how many hosts it offered out of how many exist, and, when
+   it offered fewer, how many hosts fall short of each single constraint of
+   the query (a class amount, a required trait, an aggregate set, disabled).
+   These counts come from cheap ``GET /resource_providers`` questions asked
+   only when a request fails; they overlap (a host can lack two things), so
+   each reads as "N hosts lack X".
+2. Filters — how many of the offered hosts each filter removed.
+3. Claims — how many claims lost a race to another scheduler.
+"""
+from __future__ import annotations
+
+import msgspec
+
+from billeting.placement_client.client import PlacementClient, PlacementError
+from billeting.placement_client.model import CandidateQuery
+from billeting.scheduler.pipeline import FilterStep
+
+DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
+
+
+class Shortfall(msgspec.Struct, frozen=True):
+    hosts: int
+    reason: str
+
+
+class FilterCount(msgspec.Struct, frozen=True):
+    filter: str
+    removed: int
+    reason: str
+
+
+class Explanation(msgspec.Struct, frozen=True, kw_only=True):
+    message: str
+    instances: int
+    hosts_total: int
+    hosts_offered: int
+    query: str
+    placement: list[Shortfall] = []
+    filters: list[FilterCount] = []
+    claims_lost: int = 0
+
+
+def _amount(rc: str, n: int) -> str:
+    if rc == "MEMORY_MB":
+        return f"{n:,} MB of memory"
+    if rc == "DISK_GB":
+        return f"{n:,} GB of disk"
+    if rc == "VCPU":
+        return f"{n:,} vCPU" + ("s" if n != 1 else "")
+    return f"{n:,} {rc}"
+
+
+def _roots(records) -> set[str]:
+    return {p.root_provider_uuid or p.uuid for p in records}
+
+
+def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uuids: set[str]) -> list[Shortfall]:
+    """Per constraint of ``query``: how many of the hosts fail it alone."""
+    found: list[Shortfall] = []
+    total = len(host_uuids)
+
+    def lacking(reason: str, **ask) -> None:
+        try:
+            having = _roots(client.list_providers(**ask)) & host_uuids
+        except PlacementError:
+            return  # an explanation must never hide the real failure
+        if total - len(having):
+            found.append(Shortfall(total - len(having), reason))
+
+    for group in query.groups:
+        where = f" (request group {group.suffix!r})" if group.suffix else ""
+        for rc, n in sorted(group.resources.items()):
+            lacking(f"had no {_amount(rc, n)} free in one provider{where}", resources={rc: n})
+        for any_of in group.required:
+            if len(any_of) == 1:
+                trait = next(iter(any_of))
+                lacking(f"lacked trait {trait}{where}", required=[trait])
+        for any_of in group.member_of:
+            lacking(f"were outside aggregate(s) {', '.join(sorted(any_of))}{where}", member_of=any_of)
+    for trait in sorted(query.root_required):
+        lacking(f"lacked trait {trait}", required=[trait])
+    if DISABLED_TRAIT in query.root_forbidden:
+        try:
+            disabled = _roots(client.list_providers(required=[DISABLED_TRAIT])) & host_uuids
+        except PlacementError:
+            disabled = set()
+        if disabled:
+            found.append(Shortfall(len(disabled), "were disabled"))
+    return found
+
+
+def explain(*, instances: int, hosts_total: int, hosts_offered: int, query: str,
+            placement: list[Shortfall], steps: list[FilterStep], claims_lost: int,
+            placed: int = 0, prefix: str | None = None) -> Explanation:
+    reasons = [f"{s.hosts:,} {s.reason}" for s in placement]
+    if hosts_offered == 0 and not placement:
+        reasons.append("Placement found no host matching the whole request")
+    reasons += [f"{s.removed:,} {s.explains}" for s in steps]
+    if claims_lost:
+        reasons.append(f"{claims_lost:,} claim{'s' if claims_lost != 1 else ''} lost to concurrent requests")
+    head = prefix or (f"No valid host was found for {instances} instance{'s' if instances != 1 else ''}"
+                      + (f" (placed {placed} before running out; all rolled back)" if placed else ""))
+    message = (f"{head}. Placement offered {hosts_offered:,} of {hosts_total:,} hosts"
+               + (": " + "; ".join(reasons) if reasons else "") + ".")
+    return Explanation(message=message, instances=instances, hosts_total=hosts_total,
+                       hosts_offered=hosts_offered, query=query, placement=placement,
+                       filters=[FilterCount(s.name, s.removed, s.explains) for s in steps],
+                       claims_lost=claims_lost)
+
+
+def unsatisfiable(reason: str) -> Explanation:
+    """A request that cannot succeed whatever the fleet holds."""
+    return Explanation(message=f"No valid host: {reason}.", instances=0, hosts_total=0, hosts_offered=0,
+                       query="")

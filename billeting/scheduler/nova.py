@@ -1,0 +1,177 @@
+"""Nova's way of asking — a flavor with extra specs, an image with
+properties — translated into a ``ScheduleRequest`` (scheduler-design 2.2).
+
+The translation, in order:
+
+1. extra specs: ``group_policy``; ``resources{S}:{RC}=N`` (N >= 0; 0 removes
+   the class, which is how bare-metal flavors drop the defaults) and
+   ``trait{S}:{T}=required|forbidden``; anything else (``hw:*``,
+   ``capabilities:*``, ...) is not a Placement term and is left to filters;
+2. image properties ``trait:{T}=required`` → required on the unsuffixed group;
+3. CPU pinning: ``hw:cpu_policy=dedicated`` asks for PCPU instead of VCPU,
+   ``hw:cpu_thread_policy`` requires or forbids ``HW_CPU_HYPERTHREADING``;
+4. the flavor's own amounts go to the unsuffixed group unless a group
+   already names that class: VCPU (unless VCPU or PCPU is named),
+   MEMORY_MB, and DISK_GB = ephemeral + ceil(swap MB / 1024) + root, the
+   root left out when booting from volume;
+5. zero amounts are removed, then groups left empty;
+6. with two or more numbered groups and no ``group_policy``, Placement
+   would refuse the query: the caller gets that refusal (as Nova does).
+
+Invalid entries (an unknown standard class, a negative amount, a trait
+value other than required/forbidden) are skipped with a warning, as Nova
+does; the compute API validates flavors when they are created.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Iterable
+
+import msgspec
+import os_resource_classes
+
+from billeting.placement_client.model import RequestGroup
+from billeting.scheduler.request import (
+    Destination,
+    DomainConstraint,
+    Nearness,
+    ScheduleRequest,
+    ServerGroup,
+)
+
+LOG = logging.getLogger(__name__)
+
+_SPEC_KEY = re.compile(r"^(resources|trait)([a-zA-Z0-9_-]{1,64})?:(.+)$")
+_STANDARD_CLASSES = frozenset(os_resource_classes.STANDARDS)
+BASE_CLASSES = ("VCPU", "MEMORY_MB", "DISK_GB")
+INSTANCE_CONSUMER = "INSTANCE"
+
+
+class Flavor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    vcpus: int
+    memory_mb: int
+    root_gb: int = 0
+    ephemeral_gb: int = 0
+    swap: int = 0  # MB
+    name: str = ""
+    extra_specs: dict[str, str] = {}
+
+
+class Image(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    id: str = ""
+    properties: dict[str, str] = {}
+
+
+class _Group:
+    """A request group while it is being assembled."""
+
+    def __init__(self, suffix: str) -> None:
+        self.suffix = suffix
+        self.resources: dict[str, int] = {}
+        self.required: set[str] = set()
+        self.forbidden: set[str] = set()
+
+    def frozen(self) -> RequestGroup:
+        return RequestGroup(suffix=self.suffix, resources=dict(sorted(self.resources.items())),
+                            required=tuple(frozenset({t}) for t in sorted(self.required)),
+                            forbidden=frozenset(self.forbidden))
+
+
+def _valid_class(name: str) -> bool:
+    return name in _STANDARD_CLASSES or (name.startswith("CUSTOM_") and len(name) > 7)
+
+
+def _from_extra_specs(extra_specs: dict[str, str], groups: dict[str, _Group]) -> str | None:
+    policy = None
+    for key, value in sorted(extra_specs.items()):
+        if key == "group_policy":
+            if value in ("none", "isolate"):
+                policy = value
+            else:
+                LOG.warning("ignoring group_policy=%r: expected none or isolate", value)
+            continue
+        match = _SPEC_KEY.match(key)
+        if not match:
+            continue
+        kind, suffix, name = match.group(1), match.group(2) or "", match.group(3)
+        if kind == "resources":
+            try:
+                amount = int(value)
+            except ValueError:
+                amount = -1
+            if amount < 0 or not _valid_class(name):
+                LOG.warning("ignoring extra spec %s=%r: not a resource class and amount", key, value)
+                continue
+            groups.setdefault(suffix, _Group(suffix)).resources[name] = amount
+        else:
+            if value not in ("required", "forbidden"):
+                LOG.warning("ignoring extra spec %s=%r: expected required or forbidden", key, value)
+                continue
+            group = groups.setdefault(suffix, _Group(suffix))
+            (group.required if value == "required" else group.forbidden).add(name)
+    return policy
+
+
+def _pinning(flavor: Flavor, image: Image | None, groups: dict[str, _Group]) -> None:
+    def prop(spec: str, image_prop: str) -> str | None:
+        return flavor.extra_specs.get(spec) or (image.properties.get(image_prop) if image else None)
+
+    base = groups.setdefault("", _Group(""))
+    if prop("hw:cpu_policy", "hw_cpu_policy") == "dedicated" and not any(
+            "PCPU" in g.resources or "VCPU" in g.resources for g in groups.values()):
+        extra = 1 if prop("hw:emulator_threads_policy", "hw_emulator_threads_policy") == "isolate" else 0
+        base.resources["PCPU"] = flavor.vcpus + extra
+    thread = prop("hw:cpu_thread_policy", "hw_cpu_thread_policy")
+    if thread == "isolate":
+        base.forbidden.add("HW_CPU_HYPERTHREADING")
+    elif thread == "require":
+        base.required.add("HW_CPU_HYPERTHREADING")
+
+
+def resource_groups(flavor: Flavor, image: Image | None = None, *,
+                    is_bfv: bool = False) -> tuple[tuple[RequestGroup, ...], str | None]:
+    """The request groups and group policy of a flavor/image pair."""
+    groups: dict[str, _Group] = {}
+    policy = _from_extra_specs(flavor.extra_specs, groups)
+    if image is not None:
+        for key, value in image.properties.items():
+            if key.startswith("trait:") and value == "required" and len(key) > 6:
+                groups.setdefault("", _Group("")).required.add(key[6:])
+    _pinning(flavor, image, groups)
+
+    named = {rc for g in groups.values() for rc in g.resources}
+    base = groups.setdefault("", _Group(""))
+    if "VCPU" not in named and "PCPU" not in named:
+        base.resources["VCPU"] = flavor.vcpus
+    if "MEMORY_MB" not in named:
+        base.resources["MEMORY_MB"] = flavor.memory_mb
+    if "DISK_GB" not in named:
+        disk = flavor.ephemeral_gb + math.ceil(flavor.swap / 1024) + (0 if is_bfv else flavor.root_gb)
+        if disk > 0:
+            base.resources["DISK_GB"] = disk
+
+    for group in groups.values():
+        group.resources = {rc: n for rc, n in group.resources.items() if n > 0}
+    kept = [g for g in groups.values() if g.resources or g.required or g.forbidden]
+    numbered = [g for g in kept if g.suffix]
+    if len(numbered) >= 2 and policy is None:
+        LOG.info("flavor %s has %d numbered request groups and no group_policy", flavor.name, len(numbered))
+    return tuple(g.frozen() for g in sorted(kept, key=lambda g: g.suffix)), policy
+
+
+def request_from_nova(flavor: Flavor, image: Image | None = None, *, instance_uuids: Iterable[str],
+                      project_id: str, user_id: str, is_bfv: bool = False,
+                      availability_zone: str | None = None, server_group: ServerGroup | None = None,
+                      same_host: Iterable[str] = (), different_host: Iterable[str] = (),
+                      destination: Destination | None = None, ignore_hosts: Iterable[str] = (),
+                      domain_constraints: Iterable[DomainConstraint] = (), near: Nearness | None = None,
+                      consumer_type: str | None = INSTANCE_CONSUMER) -> ScheduleRequest:
+    groups, policy = resource_groups(flavor, image, is_bfv=is_bfv)
+    return ScheduleRequest(instance_uuids=tuple(instance_uuids), project_id=project_id, user_id=user_id,
+                           groups=groups, group_policy=policy, consumer_type=consumer_type,
+                           server_group=server_group, same_host=tuple(same_host),
+                           different_host=tuple(different_host), availability_zone=availability_zone,
+                           destination=destination, ignore_hosts=tuple(ignore_hosts),
+                           domain_constraints=tuple(domain_constraints), near=near)

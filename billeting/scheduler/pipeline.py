@@ -1,0 +1,196 @@
+"""Filter → weigh → pick, for one instance, as a chain of small stages.
+
+    hosts Placement offered (capacity, traits, aggregates already checked)
+      │ filters, cheapest first; a stage with nothing to check is skipped;
+      │ filtering stops as soon as no host is left       O(hosts) each
+      ▼
+    weighers: raw value per host, normalized, × multiplier, summed
+      │                                                  O(hosts × weighers)
+      ▼
+    sort by weight; shuffle ties at the top if asked;
+    pick at random among the best ``host_subset_size``   O(hosts log hosts)
+      ▼
+    ranked list: the pick first, then the rest best first (the claim
+    walks it when a claim loses, alternates are taken from it)
+
+The stages record what they did (hosts removed per filter, each weigher's
+score) for "no valid host" explanations and dry runs.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+import numpy as np
+
+from billeting.scheduler import filters as filters_mod
+from billeting.scheduler import weighers as weighers_mod
+from billeting.scheduler.decision import Decision
+from billeting.scheduler.hoststate import HostState
+from billeting.scheduler.settings import SchedulerSettings
+
+
+@dataclass(slots=True)
+class FilterStep:
+    name: str
+    explains: str
+    before: int
+    removed: int
+    once_per_request: bool = False
+
+
+@dataclass(slots=True)
+class Ranked:
+    host: HostState
+    weight: float
+    # weigher name → its weighted contribution (only when scores were asked for)
+    scores: dict[str, float] = field(default_factory=dict)
+
+
+class RankedList(Sequence[Ranked]):
+    """Hosts best first, made into ``Ranked`` entries only when read: the
+    claim usually takes the first and alternates a few more, so building a
+    thousand entries up front would be wasted."""
+
+    __slots__ = ("hosts", "weights", "order", "shares")
+
+    def __init__(self, hosts: list[HostState], weights: list[float], order: list[int],
+                 shares: list[tuple[str, list[float]]] | None = None) -> None:
+        self.hosts, self.weights, self.order, self.shares = hosts, weights, order, shares
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self.order)))]
+        k = self.order[i]
+        scores = {name: values[k] for name, values in self.shares} if self.shares else {}
+        return Ranked(self.hosts[k], self.weights[k], scores)
+
+    def __iter__(self):
+        hosts, weights, shares = self.hosts, self.weights, self.shares
+        for k in self.order:
+            yield Ranked(hosts[k], weights[k], {n: v[k] for n, v in shares} if shares else {})
+
+    def moved_to_front(self, i: int) -> "RankedList":
+        order = self.order
+        return RankedList(self.hosts, self.weights, [order[i]] + order[:i] + order[i + 1:], self.shares)
+
+
+class Pipeline:
+    def __init__(self, settings: SchedulerSettings, rng: random.Random | None = None) -> None:
+        self.settings = settings
+        self.filters = filters_mod.build(settings.enabled_filters)
+        self.weighers = weighers_mod.build(settings.weighers)
+        self.rng = rng or random.Random()
+
+    def filter(self, hosts: list[HostState], decision: Decision,
+               trace: list[FilterStep] | None = None) -> list[HostState]:
+        for f in self.filters:
+            if decision.index > 0 and f.once_per_request:
+                continue  # its answer cannot have changed since the first instance
+            if not f.active(decision):
+                continue
+            before = len(hosts)
+            passes = f.passes
+            hosts = [h for h in hosts if passes(h, decision)]
+            if trace is not None and before != len(hosts):
+                trace.append(FilterStep(f.name, f.explains, before, before - len(hosts), f.once_per_request))
+            if not hosts:
+                break
+        return hosts
+
+    def weigh(self, hosts: list[HostState], decision: Decision, *, scores: bool = False) -> RankedList:
+        """Hosts best first. Raw values are kept per request and recomputed
+        only where they can have changed (see ``Weigher.depends``); the
+        arithmetic over all hosts is done on arrays."""
+        count = len(hosts)
+        if count <= 1 and not scores:
+            return RankedList(hosts, [0.0] * count, list(range(count)))
+        total = np.zeros(count)
+        shares: list[tuple[str, np.ndarray]] = []
+        changed = decision.consumption_changed()
+        uuids = [h.uuid for h in hosts]
+        for w in self.weighers:
+            if not w.active(decision):
+                continue
+            multipliers = self._multipliers(w, hosts, decision)
+            if multipliers is None:
+                continue
+            raw = self._raw(w, hosts, uuids, decision, changed)
+            if w.minval is not None or w.maxval is not None:
+                raw = np.clip(raw, w.minval, w.maxval)
+            lo = w.minval if w.minval is not None else raw.min()
+            hi = w.maxval if w.maxval is not None else raw.max()
+            if hi == lo:
+                share = np.zeros(count)
+            else:
+                share = multipliers * ((raw - lo) / (hi - lo))
+            total += share
+            if scores:
+                shares.append((w.name, share))
+        # Stable: among equal weights Placement's order stands.
+        order = np.argsort(-total, kind="stable").tolist()
+        return RankedList(hosts, total.tolist(), order,
+                          [(name, share.tolist()) for name, share in shares] if scores else None)
+
+    @staticmethod
+    def _raw(w, hosts: list[HostState], uuids: list[str], decision: Decision, changed: set[str]) -> np.ndarray:
+        """Raw values in ``hosts`` order, computed only where missing."""
+        cache = decision.raw_cache.get(w.name)
+        if cache is None or w.depends == "group":
+            values = w.values(hosts, decision)
+            decision.raw_cache[w.name] = dict(zip(uuids, values))
+            return np.array(values, dtype=float)
+        if w.depends == "usage":
+            for uuid in changed:
+                cache.pop(uuid, None)
+        missing = [h for h in hosts if h.uuid not in cache]
+        if missing:
+            cache.update(zip((h.uuid for h in missing), w.values(missing, decision)))
+        found = itemgetter(*uuids)(cache)
+        return np.array(found if len(uuids) > 1 else [found], dtype=float)
+
+    @staticmethod
+    def _multipliers(w, hosts: list[HostState], decision: Decision):
+        """A scalar when no aggregate overrides the weigher (the usual case),
+        else one value per host; None when the weigher weighs nothing."""
+        if not decision.directory.overrides(w.option):
+            value = decision.settings.multiplier(w.option)
+            return value if value else None
+        known = decision.multiplier_cache.setdefault(w.name, {})
+        values = []
+        for h in hosts:
+            m = known.get(h.uuid)
+            if m is None:
+                m = known[h.uuid] = w.multiplier(h, decision)
+            values.append(m)
+        found = np.array(values)
+        return found if found.any() else None
+
+    def pick(self, ranked: RankedList) -> RankedList:
+        """The list with the pick moved to the front."""
+        if len(ranked) < 2:
+            return ranked
+        if self.settings.shuffle_best_same_weighed_hosts:
+            weights, order = ranked.weights, ranked.order
+            top = weights[order[0]]
+            ties = 1
+            while ties < len(order) and weights[order[ties]] == top:
+                ties += 1
+            head = order[:ties]
+            self.rng.shuffle(head)
+            ranked = RankedList(ranked.hosts, weights, head + order[ties:], ranked.shares)
+        pool = min(self.settings.host_subset_size, len(ranked))
+        if pool == 1:
+            return ranked
+        return ranked.moved_to_front(self.rng.randrange(pool))
+
+    def rank(self, hosts: list[HostState], decision: Decision,
+             trace: list[FilterStep] | None = None, *, scores: bool = False) -> tuple[list[HostState], RankedList]:
+        """(hosts that passed the filters, ranked list with the pick first)."""
+        passed = self.filter(hosts, decision, trace)
+        return passed, self.pick(self.weigh(passed, decision, scores=scores))

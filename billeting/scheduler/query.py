@@ -1,0 +1,218 @@
+"""Turn a request into one Placement candidates query (request filters).
+
+Everything that Placement can check is pushed into the query, because one
+clause there is cheaper than a filter over thousands of hosts afterwards:
+
+* availability zone → ``member_of=in:<the zone's aggregates>``
+* tenant isolation (when enabled) → ``member_of=in:<the project's aggregates>``
+* disabled computes → ``root_required=!COMPUTE_STATUS_DISABLED``
+* a requested node (or a host with one node) → ``in_tree``
+* "same <level> as X" → ``member_of=in:<X's domain aggregate>``;
+  "different <level> from X" → ``member_of=!in:<X's domain aggregate>``
+* a server group scoped to a level: domains already holding the most
+  members it allows → ``member_of=!in:...``; affinity → ``member_of=in:``
+* soft affinity by distance: the domain being tried → ``member_of=in:``
+
+What cannot be known before the first claim (siblings within this request)
+is left to the filters. ``Unsatisfiable`` says, before asking Placement at
+all, that a request cannot succeed and why.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+import msgspec
+
+from billeting.placement_client.model import CandidateQuery, RequestGroup
+from billeting.scheduler.catalog import HostCatalog, HostRecord
+from billeting.scheduler.decision import Decision
+from billeting.scheduler.directory import Directory, Domain
+from billeting.scheduler.request import HOST_SCOPE, ScheduleRequest
+
+DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
+
+
+class Unsatisfiable(Exception):
+    """The request cannot succeed whatever Placement says; ``str`` says why."""
+
+
+def referenced_instances(request: ScheduleRequest) -> set[str]:
+    """Instances whose hosts the decision depends on."""
+    found = set(request.same_host) | set(request.different_host)
+    if request.server_group is not None:
+        found |= set(request.server_group.members)
+    for c in request.domain_constraints:
+        found |= set(c.instances)
+    if request.near is not None:
+        found |= set(request.near.instances)
+    return found - set(request.instance_uuids)
+
+
+def seed(decision: Decision, located: Mapping[str, str], records: Mapping[str, HostRecord]) -> None:
+    """Fill the decision with where the referenced instances are."""
+    request, directory = decision.request, decision.directory
+
+    def domains(host: str) -> dict[str, Domain]:
+        rec = records.get(host)
+        return directory.domains_of(rec.aggregates) if rec is not None else {}
+
+    group = request.server_group
+    if group is not None:
+        for member in group.members:
+            host = located.get(member)
+            if host is None:
+                continue  # not placed (yet, or any more): constrains nothing
+            decision.group_hosts[host] += 1
+            if group.scope != HOST_SCOPE:
+                dom = domains(host).get(group.scope)
+                if dom is not None:
+                    decision.group_domains[dom.name] += 1
+    decision.same_hosts = frozenset(located[i] for i in request.same_host if i in located)
+    decision.different_hosts = frozenset(located[i] for i in request.different_host if i in located)
+    for c in request.domain_constraints:
+        names = set()
+        for inst in c.instances:
+            host = located.get(inst)
+            dom = domains(host).get(c.level) if host else None
+            if dom is None:
+                if c.relation == "same":
+                    where = "is not placed" if host is None else f"is on a host in no {c.level}"
+                    raise Unsatisfiable(f"instance {inst} {where}, so no host can share its {c.level}")
+                continue
+            names.add(dom.name)
+        key = (c.relation, c.level)
+        decision.domain_targets[key] = frozenset(decision.domain_targets.get(key, frozenset()) | names)
+        if c.relation == "same" and len(decision.domain_targets[key]) > 1:
+            raise Unsatisfiable(f"the instances to share a {c.level} with are in different "
+                                f"{c.level}s: {', '.join(sorted(decision.domain_targets[key]))}")
+    missing_same = [i for i in request.same_host if i not in located]
+    if missing_same:
+        raise Unsatisfiable(f"same_host names instance(s) that are not placed: {', '.join(missing_same)}")
+    if len(decision.same_hosts) > 1:
+        raise Unsatisfiable("same_host names instances that run on different hosts")
+
+
+def _aggregates(directory: Directory, level: str, names) -> frozenset[str]:
+    found = set()
+    for name in names:
+        dom = directory.domain(level, name)
+        if dom is not None:
+            found.add(dom.aggregate)
+    return frozenset(found)
+
+
+def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
+          near: Domain | None = None) -> CandidateQuery:
+    request, settings, directory = decision.request, decision.settings, decision.directory
+    member_of: list[frozenset[str]] = []
+    forbidden: set[str] = set()
+    in_tree: str | None = None
+    limit: int | None = settings.max_placement_results
+
+    if request.availability_zone:
+        zone_aggs = directory.az_aggregates(request.availability_zone)
+        if zone_aggs:
+            member_of.append(zone_aggs)
+    if settings.limit_tenants_to_placement_aggregate:
+        tenant_aggs = directory.tenant_aggregates(request.project_id)
+        if tenant_aggs:
+            member_of.append(tenant_aggs)
+        elif settings.placement_aggregate_required_for_tenants:
+            raise Unsatisfiable(f"project {request.project_id} has no aggregate of its own and "
+                                "tenant aggregates are required")
+
+    dest = request.destination
+    if dest is not None and (dest.node or dest.host):
+        name = dest.node or dest.host
+        nodes = [r for r in catalog.by_name(name)
+                 if (not dest.host or r.service_host.lower() == dest.host.lower())
+                 and (not dest.node or dest.node.lower() in (r.name.lower(), r.uuid))]
+        if dest.node and not nodes:
+            nodes = catalog.records([dest.node]).values()  # a node given by uuid
+            nodes = list(nodes)
+        if not nodes:
+            raise Unsatisfiable(f"No such host or node: {name}")
+        if len(nodes) == 1:
+            in_tree = nodes[0].uuid
+        else:
+            limit = None  # every node of the host must stay visible
+
+    for (relation, level), names in decision.domain_targets.items():
+        aggs = _aggregates(directory, level, names)
+        if relation == "same":
+            member_of.append(aggs)
+        else:
+            forbidden |= aggs
+
+    group = request.server_group
+    if group is not None:
+        if group.scope == HOST_SCOPE or request.num_instances > 1:
+            limit = None  # the filters must see every candidate (and siblings need a spread)
+        if group.scope != HOST_SCOPE and group.hard:
+            if group.anti:
+                full = [name for name, n in decision.group_domains.items() if n >= group.max_server_per_host]
+                forbidden |= _aggregates(directory, group.scope, full)
+            elif decision.group_domains:
+                member_of.append(_aggregates(directory, group.scope, decision.group_domains))
+    if request.same_host or request.different_host:
+        limit = None
+    if near is not None:
+        member_of.append(frozenset({near.aggregate}))
+
+    groups = list(request.groups)
+    base = next((g for g in groups if g.suffix == ""), None)
+    extra_member_of = tuple(m for m in member_of if m)
+    if any(not m for m in member_of):
+        raise Unsatisfiable("a required failure domain or zone has no aggregate in Placement")
+    if extra_member_of or forbidden or in_tree:
+        if base is None:
+            base = RequestGroup()
+            groups.insert(0, base)
+        index = groups.index(base)
+        groups[index] = msgspec.structs.replace(
+            base, member_of=base.member_of + extra_member_of,
+            forbidden_aggregates=base.forbidden_aggregates | forbidden,
+            in_tree=in_tree or base.in_tree)
+
+    root_forbidden = set(request.root_forbidden)
+    if version >= (1, 35):
+        root_forbidden.add(DISABLED_TRAIT)  # older Placements: ComputeFilter checks the trait
+    return CandidateQuery(groups=tuple(groups), limit=limit, group_policy=request.group_policy,
+                          root_required=request.root_required, root_forbidden=frozenset(root_forbidden),
+                          same_subtree=request.same_subtree)
+
+
+def nearness_domains(decision: Decision, located: Mapping[str, str],
+                     records: Mapping[str, HostRecord]) -> list[tuple[str, Domain] | tuple[None, None]]:
+    """For soft affinity by distance: the domains to try, nearest first, then
+    "anywhere" as (None, None)."""
+    near = decision.request.near
+    directory = decision.directory
+    levels = directory.levels
+    if near.level not in levels:
+        raise Unsatisfiable(f"unknown topology level {near.level!r} (levels: {', '.join(levels)})")
+    start: Domain | None = None
+    if near.domain is not None:
+        start = directory.domain(near.level, near.domain)
+        if start is None:
+            raise Unsatisfiable(f"no {near.level} named {near.domain!r}")
+    else:
+        counts: Counter = Counter()
+        for inst in near.instances:
+            host = located.get(inst)
+            rec = records.get(host) if host else None
+            if rec is not None:
+                dom = directory.domains_of(rec.aggregates).get(near.level)
+                if dom is not None:
+                    counts[dom.name] += 1
+        if counts:
+            start = directory.domain(near.level, counts.most_common(1)[0][0])
+    tries: list = []
+    if start is not None:
+        for level in levels[levels.index(near.level):]:
+            dom = start if level == start.level else directory.enclosing(start, level)
+            if dom is not None:
+                tries.append((level, dom))
+    tries.append((None, None))
+    return tries

@@ -1,0 +1,149 @@
+"""The scheduler's RPC front door, for the conductors: kombu, topic ``scheduler``.
+
+    server: serve(bus, service)                    (any number of processes
+                                                    on one bus: competing consumers)
+    client: SchedulerClient(bus).select_destinations(request, alternates, timeout=...)
+
+A call carries a ``SelectDestinations`` (the typed request, how many
+alternates, optionally a stored server group's uuid) and answers
+``list[list[Selection]]``. Failures come back typed: ``NoValidHost`` with
+its ``Explanation``, the scheduler's other errors with their kind and HTTP
+status, so a client raises the same exceptions the Python front door does.
+Messages are acknowledged when taken (at most once): a scheduler that dies
+mid-call never has the request decided twice; the caller times out.
+"""
+from __future__ import annotations
+
+import logging
+
+import msgspec
+
+from billeting.messaging.bus import Bus, HandlerError, RemoteError, Server
+from billeting.scheduler.core import (
+    ConsumerConflict,
+    InvalidRequest,
+    NoValidHost,
+    PlacementTrouble,
+    RankedHost,
+    SchedulerError,
+)
+from billeting.scheduler.explain import Explanation
+from billeting.scheduler.request import ScheduleRequest
+from billeting.scheduler.selection import Selection
+from billeting.scheduler.service.errors import ServiceError
+
+LOG = logging.getLogger(__name__)
+
+TOPIC = "scheduler"
+NO_VALID_HOST = "NoValidHost"
+SCHEDULER_ERROR = "SchedulerError"
+
+
+class SelectDestinations(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    request: ScheduleRequest
+    alternates: int = 0
+    group: str | None = None  # a stored server group: loaded, new members recorded
+
+
+class DryRun(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    request: ScheduleRequest
+    group: str | None = None
+
+
+class ErrorInfo(msgspec.Struct, frozen=True):
+    kind: str     # InvalidRequest, PlacementTrouble, ConsumerConflict, NotFound, Conflict, ...
+    status: int   # the HTTP status the same failure gets from the HTTP API
+    message: str
+    code: str | None = None
+
+
+_encode = msgspec.json.Encoder().encode
+_decode_select = msgspec.json.Decoder(SelectDestinations).decode
+_decode_dry_run = msgspec.json.Decoder(DryRun).decode
+_decode_selections = msgspec.json.Decoder(list[list[Selection]]).decode
+_decode_ranked = msgspec.json.Decoder(list[RankedHost]).decode
+_decode_explanation = msgspec.json.Decoder(Explanation).decode
+_decode_error = msgspec.json.Decoder(ErrorInfo).decode
+
+
+def _typed_failure(work):
+    """Run ``work``, turning the scheduler's exceptions into typed replies."""
+    try:
+        return work()
+    except msgspec.DecodeError as exc:
+        raise HandlerError(SCHEDULER_ERROR, f"malformed request: {exc}",
+                           _encode(ErrorInfo("InvalidRequest", 400, f"malformed request: {exc}"))) from None
+    except NoValidHost as exc:
+        raise HandlerError(NO_VALID_HOST, exc.explanation.message, _encode(exc.explanation)) from None
+    except SchedulerError as exc:
+        raise HandlerError(SCHEDULER_ERROR, exc.message,
+                           _encode(ErrorInfo(type(exc).__name__, exc.status, exc.message))) from None
+    except ServiceError as exc:
+        raise HandlerError(SCHEDULER_ERROR, exc.detail,
+                           _encode(ErrorInfo(type(exc).__name__, exc.status, exc.detail, exc.code))) from None
+
+
+def serve(bus: Bus, service, *, threads: int = 4) -> Server:
+    """Serve the scheduler topic on ``bus`` with ``service`` (a SchedulerService)."""
+
+    def select_destinations(payload: bytes) -> bytes:
+        def work():
+            msg = _decode_select(payload)
+            return _encode(service.select(msg.request, msg.alternates, group=msg.group))
+        return _typed_failure(work)
+
+    def dry_run(payload: bytes) -> bytes:
+        def work():
+            msg = _decode_dry_run(payload)
+            return _encode(service.dry_run(msg.request, group=msg.group))
+        return _typed_failure(work)
+
+    server = bus.serve(TOPIC, {"select_destinations": select_destinations, "dry_run": dry_run},
+                       threads=threads, ack_early=True)
+    LOG.info("serving the %s topic on %s (%d thread(s))", TOPIC, bus.url_shown, threads)
+    return server
+
+
+_ERRORS = {"InvalidRequest": InvalidRequest, "ConsumerConflict": ConsumerConflict}
+
+
+def _raise_typed(exc: RemoteError):
+    if exc.kind == NO_VALID_HOST:
+        raise NoValidHost(_decode_explanation(exc.payload)) from None
+    if exc.kind == SCHEDULER_ERROR:
+        info = _decode_error(exc.payload)
+        if info.kind == "PlacementTrouble":
+            raise PlacementTrouble(info.message) from None
+        cls = _ERRORS.get(info.kind)
+        if cls is not None:
+            raise cls(info.message) from None
+        raise SchedulerError(info.message, status=info.status) from None
+    raise exc
+
+
+class SchedulerClient:
+    """Calls the scheduler over ``bus``; raises what ``Scheduler`` raises
+    (NoValidHost with its explanation, InvalidRequest, ...), plus the bus's
+    CallTimeout and BusUnavailable."""
+
+    def __init__(self, bus: Bus, *, topic: str = TOPIC) -> None:
+        self.bus = bus
+        self.topic = topic
+
+    def select_destinations(self, request: ScheduleRequest, alternates: int = 0, *, group: str | None = None,
+                            timeout: float = 60.0) -> list[list[Selection]]:
+        payload = _encode(SelectDestinations(request=request, alternates=alternates, group=group))
+        try:
+            reply = self.bus.call(self.topic, "select_destinations", payload, timeout=timeout)
+        except RemoteError as exc:
+            _raise_typed(exc)
+        return _decode_selections(reply)
+
+    def dry_run(self, request: ScheduleRequest, *, group: str | None = None,
+                timeout: float = 60.0) -> list[RankedHost]:
+        try:
+            reply = self.bus.call(self.topic, "dry_run", _encode(DryRun(request=request, group=group)),
+                                  timeout=timeout)
+        except RemoteError as exc:
+            _raise_typed(exc)
+        return _decode_ranked(reply)

@@ -1,0 +1,95 @@
+"""Availability zones as Placement aggregates.
+
+A zone is an aggregate with ``availability_zone=<name>`` metadata whose
+members are the zone's hosts, so a request for zone Z becomes
+``member_of=in:<Z's aggregate>`` (the AZ request filter) and each host's
+record says its zone. A host is in one zone at most; hosts in none are in
+the default zone (``nova``). Same write order as topology domains:
+database first, then Placement converged; removal empties Placement first.
+"""
+from __future__ import annotations
+
+import uuid as uuidlib
+from collections.abc import Sequence
+
+from sqlalchemy.exc import IntegrityError
+
+from billeting.apidb import aggregates as store
+from billeting.apidb import generation
+from billeting.apidb import snapshot as snapshot_mod
+from billeting.apidb.directory import ZONE_KEY
+from billeting.apidb.snapshot import Snapshot
+from billeting.apidb.tables import KIND_ZONE, ZONE_SCOPE
+from billeting.placement.store.tx import Retry, run_read, run_write
+from billeting.scheduler.service import resolve, sync
+from billeting.scheduler.service.errors import HOST_TAKEN, NAME_CLASH, Conflict, NotFound
+from billeting.scheduler.service.topology import check_name, describe
+from billeting.scheduler.service.views import ZoneView, zone_view
+
+
+def define(service, name: str, hosts: Sequence[str]) -> tuple[ZoneView, bool]:
+    check_name("availability zone", name)
+    resolved = resolve.hosts(service.client, hosts)
+
+    def work(conn) -> tuple[Snapshot, bool]:
+        try:
+            return _write(conn)
+        except IntegrityError:
+            raise Retry(f"zone {name} was changed concurrently") from None
+
+    def _write(conn) -> tuple[Snapshot, bool]:
+        snap = snapshot_mod.load(conn)
+        existing = snap.aggregate_by_name(name)
+        if existing is not None and existing.kind != KIND_ZONE:
+            raise Conflict(f"the name {name!r} is taken by {describe(snap, existing)}: names are unique across "
+                           "domains and zones", code=NAME_CLASH)
+        if existing is None:
+            agg_id = store.create(conn, uuid=str(uuidlib.uuid4()), name=name, kind=KIND_ZONE)
+            store.set_metadata(conn, agg_id, {ZONE_KEY: name})
+        else:
+            agg_id = existing.id
+            store.touch(conn, agg_id)
+        taken = {p: a for p, a in store.hosts_in_scope(conn, ZONE_SCOPE, resolved).items() if a != agg_id}
+        if taken:
+            names = ", ".join(f"{resolved[p]} is in zone {snap.aggregates[a].name}" for p, a in sorted(taken.items()))
+            raise Conflict(f"a host is in one availability zone at most: {names}", code=HOST_TAKEN)
+        store.set_hosts(conn, agg_id, ZONE_SCOPE, resolved)
+        generation.bump(conn)
+        return snapshot_mod.load(conn), existing is None
+
+    after, created = run_write(service.engine, work)
+    service.directory.invalidate()
+    zone = after.aggregate_by_name(name)
+    sync.converge(service.client, {zone.uuid: set(zone.hosts)})
+    service.catalog.invalidate()
+    return zone_view(zone), created
+
+
+def _zone(snap: Snapshot, name: str):
+    found = snap.aggregate_by_name(name)
+    if found is None or found.kind != KIND_ZONE:
+        raise NotFound(f"no availability zone named {name!r}")
+    return found
+
+
+def remove(service, name: str) -> None:
+    zone = _zone(run_read(service.engine, snapshot_mod.load), name)
+    sync.converge(service.client, {zone.uuid: set()})
+
+    def work(conn) -> None:
+        found = snapshot_mod.load(conn).aggregate_by_name(name)
+        if found is not None and found.kind == KIND_ZONE:
+            store.delete_aggregate(conn, found.id)
+            generation.bump(conn)
+
+    run_write(service.engine, work)
+    service.directory.invalidate()
+    service.catalog.invalidate()
+
+
+def show(service, name: str) -> ZoneView:
+    return zone_view(_zone(run_read(service.engine, snapshot_mod.load), name))
+
+
+def list_zones(service) -> list[ZoneView]:
+    return [zone_view(z) for z in run_read(service.engine, snapshot_mod.load).zones()]

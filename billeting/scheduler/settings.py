@@ -1,0 +1,66 @@
+"""The scheduler's configuration, one frozen object passed down.
+
+Option names follow Nova's where Nova has the same option (so operators can
+read them across), grouped as ``[scheduler]`` and ``[filter_scheduler]`` in
+a config file. There is deliberately no ``max_attempts``: how many alternates
+to return is the caller's choice, per request.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+from billeting.scheduler.directory import DEFAULT_LEVELS
+
+DEFAULT_MULTIPLIERS = {
+    "ram_weight_multiplier": 1.0,
+    "cpu_weight_multiplier": 1.0,
+    "disk_weight_multiplier": 1.0,
+    "io_ops_weight_multiplier": -1.0,
+    "build_failure_weight_multiplier": 1_000_000.0,
+    "soft_affinity_weight_multiplier": 1.0,
+    "soft_anti_affinity_weight_multiplier": 1.0,
+    "num_instances_weight_multiplier": 0.0,
+}
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    # [scheduler]
+    max_placement_results: int = 1000
+    default_cell: str = "cell1"
+    default_availability_zone: str = "nova"
+    topology_levels: tuple[str, ...] = DEFAULT_LEVELS
+    # Seconds the default host catalog keeps what it read from Placement.
+    catalog_refresh_s: float = 60.0
+    # Tenant isolation (request filter): projects with aggregates of their own
+    # go only there; with the second option, projects without any fail.
+    limit_tenants_to_placement_aggregate: bool = False
+    placement_aggregate_required_for_tenants: bool = False
+    # [filter_scheduler]
+    enabled_filters: tuple[str, ...] | None = None   # None: every built-in filter
+    weighers: tuple[str, ...] | None = None          # None: every built-in weigher
+    multipliers: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MULTIPLIERS))
+    host_subset_size: int = 1
+    shuffle_best_same_weighed_hosts: bool = False
+
+    def multiplier(self, option: str) -> float:
+        return self.multipliers.get(option, DEFAULT_MULTIPLIERS.get(option, 1.0))
+
+    def with_multipliers(self, **changes: float) -> "SchedulerSettings":
+        merged = dict(self.multipliers)
+        merged.update(changes)
+        return replace(self, multipliers=merged)
+
+    def check(self) -> None:
+        if self.max_placement_results < 1:
+            raise ValueError("max_placement_results must be at least 1")
+        if self.host_subset_size < 1:
+            raise ValueError("host_subset_size must be at least 1")
+        if not self.topology_levels or len(set(self.topology_levels)) != len(self.topology_levels):
+            raise ValueError("topology_levels must name at least one level, each once")
+        for level in self.topology_levels:
+            if level in ("host", "cell") or not level.isidentifier():
+                raise ValueError(f"invalid topology level name {level!r}")
+
+
+SETTING_NAMES = frozenset(f.name for f in fields(SchedulerSettings))

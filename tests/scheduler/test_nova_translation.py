@@ -1,0 +1,117 @@
+"""Flavor + image → request groups and query (scheduler-design 2.2-2.4)."""
+from __future__ import annotations
+
+from billeting.placement_client.model import CandidateQuery, RequestGroup
+from billeting.placement_client.query import query_string
+from billeting.scheduler.catalog import MemoryHostCatalog
+from billeting.scheduler.decision import Decision
+from billeting.scheduler.directory import MemoryDirectory
+from billeting.scheduler.nova import Flavor, Image, request_from_nova, resource_groups
+from billeting.scheduler import query as scheduler_query
+from billeting.scheduler.settings import SchedulerSettings
+
+
+def groups_of(flavor, image=None, **kw):
+    groups, policy = resource_groups(flavor, image, **kw)
+    return {g.suffix: g for g in groups}, policy
+
+
+def test_worked_example_of_the_design_document_renders_verbatim():
+    """Spec 2.3: 4 vCPU / 8192 MB / 40 GB root / 1024 MB swap, an FPGA group,
+    an AVX2 trait, group_policy=isolate, AZ az1 mapped to aggregate A."""
+    flavor = Flavor(vcpus=4, memory_mb=8192, root_gb=40, ephemeral_gb=0, swap=1024, extra_specs={
+        "resources1:CUSTOM_FPGA": "1", "trait1:CUSTOM_FPGA_INTEL": "required",
+        "trait:HW_CPU_X86_AVX2": "required", "group_policy": "isolate"})
+    request = request_from_nova(flavor, instance_uuids=["i-1"], project_id="p", user_id="u",
+                                availability_zone="az1")
+    directory = MemoryDirectory()
+    directory.add_zone("az1", "A")
+    decision = Decision(request, SchedulerSettings(), directory)
+    query = scheduler_query.build(decision, MemoryHostCatalog(), version=(1, 36))
+    assert query_string(query, (1, 36)) == (
+        "group_policy=isolate&limit=1000"
+        "&member_of=in:A"
+        "&required=HW_CPU_X86_AVX2"
+        "&required1=CUSTOM_FPGA_INTEL"
+        "&resources=DISK_GB:41,MEMORY_MB:8192,VCPU:4"
+        "&resources1=CUSTOM_FPGA:1"
+        "&root_required=!COMPUTE_STATUS_DISABLED")
+
+
+def test_flavor_amounts_go_to_the_unsuffixed_group():
+    groups, policy = groups_of(Flavor(vcpus=2, memory_mb=2048, root_gb=20, ephemeral_gb=5, swap=1500))
+    assert policy is None
+    assert groups[""].resources == {"DISK_GB": 27, "MEMORY_MB": 2048, "VCPU": 2}  # 20 + 5 + ceil(1500/1024)
+
+
+def test_boot_from_volume_leaves_the_root_disk_out():
+    groups, _ = groups_of(Flavor(vcpus=1, memory_mb=512, root_gb=20), is_bfv=True)
+    assert groups[""].resources == {"MEMORY_MB": 512, "VCPU": 1}
+    groups, _ = groups_of(Flavor(vcpus=1, memory_mb=512, root_gb=20, ephemeral_gb=3), is_bfv=True)
+    assert groups[""].resources["DISK_GB"] == 3
+
+
+def test_extra_spec_resources_override_and_zero_removes_a_class():
+    groups, _ = groups_of(Flavor(vcpus=2, memory_mb=2048, root_gb=10, extra_specs={
+        "resources:VCPU": "6", "resources:DISK_GB": "0", "resources:CUSTOM_MAGIC": "3"}))
+    assert groups[""].resources == {"CUSTOM_MAGIC": 3, "MEMORY_MB": 2048, "VCPU": 6}
+
+
+def test_ironic_flavor_asks_for_one_whole_node():
+    groups, _ = groups_of(Flavor(vcpus=32, memory_mb=262144, root_gb=800, extra_specs={
+        "resources:CUSTOM_BAREMETAL_GOLD": "1", "resources:VCPU": "0",
+        "resources:MEMORY_MB": "0", "resources:DISK_GB": "0"}))
+    assert groups == {"": RequestGroup(resources={"CUSTOM_BAREMETAL_GOLD": 1})}
+
+
+def test_numbered_and_named_groups_and_their_traits():
+    groups, policy = groups_of(Flavor(vcpus=1, memory_mb=512, extra_specs={
+        "resources1:SRIOV_NET_VF": "1", "trait1:CUSTOM_PHYSNET_A": "required",
+        "trait1:CUSTOM_SLOW": "forbidden", "resources_GPU:VGPU": "2", "group_policy": "none"}))
+    assert policy == "none"
+    assert groups["1"].resources == {"SRIOV_NET_VF": 1}
+    assert groups["1"].required == (frozenset({"CUSTOM_PHYSNET_A"}),)
+    assert groups["1"].forbidden == frozenset({"CUSTOM_SLOW"})
+    assert groups["_GPU"].resources == {"VGPU": 2}
+    assert groups[""].resources == {"MEMORY_MB": 512, "VCPU": 1}
+
+
+def test_invalid_entries_are_skipped():
+    groups, policy = groups_of(Flavor(vcpus=1, memory_mb=512, extra_specs={
+        "resources:NOT_A_CLASS": "1", "resources:VCPU": "-1", "resources:MEMORY_MB": "lots",
+        "trait:CUSTOM_X": "preferred", "group_policy": "sometimes", "hw:cpu_cores": "2",
+        "capabilities:cpu_info:arch": "x86_64"}))
+    assert policy is None
+    assert groups == {"": RequestGroup(resources={"MEMORY_MB": 512, "VCPU": 1})}
+
+
+def test_image_traits_are_required_on_the_unsuffixed_group():
+    groups, _ = groups_of(Flavor(vcpus=1, memory_mb=512),
+                          Image(properties={"trait:HW_CPU_X86_AVX2": "required", "trait:CUSTOM_X": "forbidden",
+                                            "hw_disk_bus": "scsi"}))
+    assert groups[""].required == (frozenset({"HW_CPU_X86_AVX2"}),)
+    assert groups[""].forbidden == frozenset()
+
+
+def test_dedicated_cpus_ask_for_pcpu_and_thread_policy_for_a_trait():
+    groups, _ = groups_of(Flavor(vcpus=4, memory_mb=512, extra_specs={
+        "hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "isolate"}))
+    assert groups[""].resources == {"MEMORY_MB": 512, "PCPU": 4}
+    assert groups[""].forbidden == frozenset({"HW_CPU_HYPERTHREADING"})
+    groups, _ = groups_of(Flavor(vcpus=2, memory_mb=512, extra_specs={"hw:emulator_threads_policy": "isolate"}),
+                          Image(properties={"hw_cpu_policy": "dedicated"}))
+    assert groups[""].resources["PCPU"] == 3
+
+
+def test_query_string_feature_checks_name_the_missing_microversion():
+    import pytest
+
+    from billeting.placement_client.query import UnsupportedQuery
+
+    query = CandidateQuery(groups=(RequestGroup(resources={"VCPU": 1}),), root_forbidden=frozenset({"X"}))
+    with pytest.raises(UnsupportedQuery, match="root_required needs Placement microversion 1.35"):
+        query_string(query, (1, 34))
+    anyof = CandidateQuery(groups=(RequestGroup(resources={"VCPU": 1}, required=(frozenset({"A", "B"}),)),))
+    assert query_string(anyof, (1, 39)) == "required=in:A,B&resources=VCPU:1"
+    with pytest.raises(UnsupportedQuery):
+        query_string(anyof, (1, 38))

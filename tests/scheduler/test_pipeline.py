@@ -1,0 +1,117 @@
+"""The filter/weigher pipeline on hand-made host states: stage order,
+once-per-request filters, weighing math, picking."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from billeting.placement_client.model import AllocationRequest, Capacity, ProviderResources, ProviderSummary
+from billeting.scheduler import filters, weighers
+from billeting.scheduler.catalog import HostRecord
+from billeting.scheduler.decision import Decision
+from billeting.scheduler.directory import MemoryDirectory
+from billeting.scheduler.hoststate import Consumption, HostState
+from billeting.scheduler.pipeline import Pipeline
+from billeting.scheduler.request import RequestGroup, ScheduleRequest
+from billeting.scheduler.settings import SchedulerSettings
+
+
+def host(name: str, *, ram: int = 1000, used_ram: int = 0, vcpu: int = 10, failed: int = 0, enabled=True,
+         aggregates=frozenset(), consumption=None) -> HostState:
+    uuid = f"uuid-{name}"
+    summary = ProviderSummary(resources={"MEMORY_MB": Capacity(ram, used_ram), "VCPU": Capacity(vcpu, 0)},
+                              root_provider_uuid=uuid)
+    record = HostRecord(uuid=uuid, name=name, service_host=name, cell_uuid="c1", enabled=enabled,
+                        failed_builds=failed, aggregates=aggregates)
+    ar = AllocationRequest({uuid: ProviderResources({"MEMORY_MB": 100})})
+    return HostState(record, [uuid], {uuid: summary}, consumption or Consumption(), [ar], {})
+
+
+def decision(settings=None, directory=None, **request) -> Decision:
+    req = ScheduleRequest(instance_uuids=request.pop("instances", ("i1",)), project_id="p", user_id="u",
+                          groups=(RequestGroup(resources={"MEMORY_MB": 100}),), **request)
+    return Decision(req, settings or SchedulerSettings(), directory or MemoryDirectory())
+
+
+def test_filters_run_cheapest_first_whatever_the_configured_order():
+    built = filters.build(("ServerGroupAffinityFilter", "FailureDomainFilter", "ComputeFilter"))
+    assert [f.name for f in built] == ["ComputeFilter", "ServerGroupAffinityFilter", "FailureDomainFilter"]
+    assert [f.cost for f in filters.build(None)] == sorted(f.cost for f in filters.build(None))
+
+
+def test_unknown_plugins_are_a_clear_error():
+    with pytest.raises(ValueError, match="unknown scheduler filter.*NoSuchFilter"):
+        filters.build(("NoSuchFilter",))
+    with pytest.raises(ValueError, match="unknown scheduler weigher.*NoSuchWeigher"):
+        weighers.build(("NoSuchWeigher",))
+
+
+def test_once_per_request_filters_only_run_for_the_first_instance():
+    pipe = Pipeline(SchedulerSettings())
+    hosts = [host("on"), host("off", enabled=False)]
+    d = decision(instances=("i1", "i2"))
+    trace = []
+    assert [h.name for h in pipe.filter(hosts, d, trace)] == ["on"]
+    assert [(s.name, s.removed) for s in trace] == [("ComputeFilter", 1)]
+    d.index = 1
+    assert [h.name for h in pipe.filter(hosts, d)] == ["on", "off"]  # ComputeFilter skipped
+
+
+def test_weights_are_normalized_per_weigher_and_the_sign_packs_or_spreads():
+    hosts = [host("empty", ram=1000), host("half", ram=1000, used_ram=500), host("full", ram=1000, used_ram=900)]
+    only_ram = SchedulerSettings(weighers=("RAMWeigher",))
+    spread = Pipeline(only_ram).weigh(hosts, decision(only_ram), scores=True)
+    assert [(r.host.name, round(r.weight, 3)) for r in spread] == [("empty", 1.0), ("half", 0.5), ("full", 0.1)]
+    pack = only_ram.with_multipliers(ram_weight_multiplier=-2.0)
+    assert [r.host.name for r in Pipeline(pack).weigh(hosts, decision(pack))] == ["full", "half", "empty"]
+
+
+def test_build_failures_sink_a_host_below_everything_else():
+    hosts = [host("roomy-but-failing", ram=100000, failed=3), host("small", ram=1000)]
+    ranked = Pipeline(SchedulerSettings()).weigh(hosts, decision())
+    assert [r.host.name for r in ranked] == ["small", "roomy-but-failing"]
+
+
+def test_aggregate_metadata_overrides_a_multiplier_smallest_wins():
+    directory = MemoryDirectory()
+    directory.set_metadata("pack-here", {"ram_weight_multiplier": "-1.0"})
+    directory.set_metadata("pack-harder", {"ram_weight_multiplier": "-5"})
+    directory.set_metadata("junk", {"ram_weight_multiplier": "lots"})
+    settings = SchedulerSettings(weighers=("RAMWeigher",))
+    d = decision(settings, directory)
+    w = weighers.RAMWeigher()
+    assert w.multiplier(host("a", aggregates=frozenset({"pack-here", "pack-harder"})), d) == -5.0
+    assert w.multiplier(host("b", aggregates=frozenset({"junk"})), d) == 1.0
+    assert w.multiplier(host("c"), d) == 1.0
+
+
+def test_host_subset_size_picks_at_random_among_the_best():
+    hosts = [host(f"h{i}", ram=1000 - i) for i in range(10)]
+    settings = SchedulerSettings(weighers=("RAMWeigher",), host_subset_size=3)
+    picks = set()
+    for seed in range(40):
+        pipe = Pipeline(settings, random.Random(seed))
+        picks.add(pipe.rank(hosts, decision(settings))[1][0].host.name)
+    assert picks == {"h0", "h1", "h2"}
+
+
+def test_shuffling_equal_best_hosts():
+    hosts = [host(f"node{i}") for i in range(5)]  # all weigh the same (Ironic-like)
+    settings = SchedulerSettings(shuffle_best_same_weighed_hosts=True)
+    firsts = {Pipeline(settings, random.Random(s)).rank(hosts, decision(settings))[1][0].host.name
+              for s in range(30)}
+    assert len(firsts) > 1
+    plain = {Pipeline(SchedulerSettings(), random.Random(s)).rank(hosts, decision())[1][0].host.name
+             for s in range(30)}
+    assert plain == {"node0"}
+
+
+def test_consumption_is_shared_and_makes_candidates_stop_fitting():
+    shared = Consumption()
+    a = host("a", ram=250, consumption=shared)
+    assert a.free("MEMORY_MB") == 250 and a.first_candidate() is not None
+    shared.add(a.candidates[0])
+    shared.add(a.candidates[0])
+    assert a.free("MEMORY_MB") == 50
+    assert a.first_candidate() is None  # 100 MB no longer fit

@@ -1,0 +1,75 @@
+"""Request filters that become query clauses (availability zones, tenant
+isolation, disabled computes) and the fall-back for older Placements."""
+from __future__ import annotations
+
+import random
+import uuid
+
+import pytest
+
+from billeting.placement.api.app import make_app
+from billeting.placement_client.client import PlacementClient
+from billeting.placement_client.transport import WsgiTransport
+from billeting.scheduler import NoValidHost, Scheduler, SchedulerSettings
+from billeting.scheduler.catalog import PlacementHostCatalog
+from billeting.scheduler.nova import Flavor, request_from_nova
+from tests.scheduler.fleet import new_uuids
+
+SMALL = Flavor(vcpus=1, memory_mb=1024)
+EAST, WEST, ACME = (str(uuid.uuid5(uuid.NAMESPACE_URL, n)) for n in ("east", "west", "acme"))
+
+
+def req(**kw):
+    return request_from_nova(SMALL, instance_uuids=new_uuids(1), project_id=kw.pop("project", "proj"),
+                             user_id="user", **kw)
+
+
+def test_availability_zone_becomes_member_of_and_the_selection_carries_it(fleet, make_scheduler):
+    fleet.host("east-1", memory_mb=4096, aggregates=(EAST,))
+    fleet.host("west-1", memory_mb=65536, aggregates=(WEST,))
+    fleet.directory.add_zone("east", EAST)
+    fleet.directory.add_zone("west", WEST)
+    [[sel]] = make_scheduler().select_destinations(req(availability_zone="east"))
+    assert (sel.nodename, sel.availability_zone) == ("east-1", "east")
+    too_big = request_from_nova(Flavor(vcpus=1, memory_mb=8192), instance_uuids=new_uuids(1), project_id="p",
+                                user_id="u", availability_zone="east")
+    with pytest.raises(NoValidHost) as failed:
+        make_scheduler().select_destinations(too_big)
+    assert f"member_of=in:{EAST}" in failed.value.explanation.query
+
+
+def test_a_zone_without_aggregates_is_checked_by_the_filter(fleet, make_scheduler):
+    fleet.host("a")
+    with pytest.raises(NoValidHost, match="were in another availability zone"):
+        make_scheduler().select_destinations(req(availability_zone="nowhere"))
+
+
+def test_tenant_isolation(fleet, make_scheduler):
+    fleet.host("shared", memory_mb=65536)
+    fleet.host("private", memory_mb=4096, aggregates=(ACME,))
+    fleet.directory.add_tenant("acme", ACME)
+    off = make_scheduler()
+    assert off.select_destinations(req(project="acme"))[0][0].nodename == "shared"
+    on = make_scheduler(SchedulerSettings(limit_tenants_to_placement_aggregate=True))
+    assert on.select_destinations(req(project="acme"))[0][0].nodename == "private"
+    assert on.select_destinations(req(project="other"))[0][0].nodename == "shared"
+    strict = make_scheduler(SchedulerSettings(limit_tenants_to_placement_aggregate=True,
+                                              placement_aggregate_required_for_tenants=True))
+    with pytest.raises(NoValidHost, match="project other has no aggregate"):
+        strict.select_destinations(req(project="other"))
+
+
+def test_an_older_placement_gets_no_root_required_and_disabled_hosts_are_filtered(
+        fleet, engine, settings):
+    fleet.host("on", memory_mb=2048)
+    fleet.host("off", memory_mb=65536, traits=("COMPUTE_STATUS_DISABLED",))
+    old = PlacementClient(WsgiTransport(make_app(settings, engine)), version=(1, 31))
+    sched = Scheduler(old, PlacementHostCatalog(old, fleet.directory, refresh_s=0), fleet.directory,
+                      rng=random.Random(1))
+    [[sel]] = sched.select_destinations(req())
+    assert sel.nodename == "on" and sel.allocation_request_version == "1.31"
+    assert sel.allocation_request.mappings == {}  # no mappings before 1.34
+    with pytest.raises(NoValidHost) as failed:
+        sched.select_destinations(request_from_nova(Flavor(vcpus=1, memory_mb=8192), instance_uuids=new_uuids(1),
+                                                    project_id="p", user_id="u"))
+    assert "root_required" not in failed.value.explanation.query
