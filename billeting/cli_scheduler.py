@@ -1,0 +1,382 @@
+"""``billeting scheduler …`` and ``billeting topology …``.
+
+    billeting scheduler serve [--placement-url URL | --placement-db URL] [--port 8780] [--db URL]
+                              [--workers N] [--transport-url URL] ...
+    billeting scheduler db upgrade|status [--db URL]
+    billeting topology define LEVEL NAME (--hosts H ... | --members M ...) [--url URL]
+    billeting topology list [LEVEL] | show LEVEL NAME | remove LEVEL NAME
+
+``topology`` talks to a running scheduler's HTTP API (``--url``, default
+http://127.0.0.1:8780). Errors are one line on stderr (exit 1; 2 for usage).
+
+This module only builds the parsers when ``billeting`` starts; each command
+imports the scheduler when it runs, so ``billeting serve`` loads nothing of it.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from billeting.cli import (
+    CliError,
+    DatabaseTarget,
+    EXIT_FAILURE,
+    _first_line,
+    _hide_password,
+    check_keystone_config,
+    check_listen,
+    configure_logging,
+    connect_engine,
+)
+from billeting.config import SettingsError
+
+if TYPE_CHECKING:
+    from billeting.scheduler.service.config import ServiceConfig
+
+DEFAULT_URL = "http://127.0.0.1:8780"
+
+
+def register(commands) -> None:
+    """Add the ``scheduler`` and ``topology`` command groups to ``billeting``."""
+    scheduler = commands.add_parser("scheduler", help="serve the scheduler; manage its API database")
+    actions = scheduler.add_subparsers(dest="scheduler_command", metavar="ACTION", parser_class=type(scheduler))
+    actions.required = True
+
+    serve = actions.add_parser("serve", help="serve the scheduler's HTTP API (and RPC topic) until SIGTERM/SIGINT")
+    _add_db(serve)
+    serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8780)")
+    serve.add_argument("--workers", type=int, default=None, help="scheduler processes (default 1)")
+    serve.add_argument("--threads", type=int, default=None, help="request threads per process (default 4)")
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--placement-url", default=None, metavar="URL",
+                       help="Placement endpoint (default http://127.0.0.1:8778)")
+    where.add_argument("--placement-db", default=None, metavar="URL",
+                       help="run Placement in-process on this (migrated) database instead")
+    serve.add_argument("--placement-token", default=None, metavar="TOKEN",
+                       help="token for Placement under noauth2 (default admin)")
+    serve.add_argument("--transport-url", default=None, metavar="URL",
+                       help="also serve the scheduler RPC topic: amqp://USER:PW@HOST:5672/VHOST or memory:///SPACE")
+    serve.add_argument("--auth", choices=("noauth2", "keystone"), default=None,
+                       help="authentication strategy (default noauth2)")
+    serve.add_argument("--policy-file", metavar="PATH", default=None, help="oslo.policy rule overrides")
+    serve.add_argument("--legacy-policy", action="store_true", default=None,
+                       help="also accept the deprecated role:admin alternative of every base rule")
+    serve.add_argument("--auto-upgrade", action="store_true", default=None,
+                       help="apply pending API-database migrations instead of refusing to start")
+    serve.set_defaults(func=cmd_serve)
+
+    db = actions.add_parser("db", help="manage the scheduler's API database schema")
+    db_actions = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=type(scheduler))
+    db_actions.required = True
+    upgrade = db_actions.add_parser("upgrade", help="apply the API-database migrations")
+    _add_db(upgrade)
+    upgrade.set_defaults(func=cmd_db_upgrade)
+    status = db_actions.add_parser("status", help="show the API-database revision; exit 1 when behind")
+    _add_db(status)
+    status.set_defaults(func=cmd_db_status)
+
+    topology = commands.add_parser("topology", help="failure domains (racks, rows, rooms, cells) via the scheduler")
+    t_actions = topology.add_subparsers(dest="topology_command", metavar="ACTION", parser_class=type(scheduler))
+    t_actions.required = True
+    define = t_actions.add_parser("define", help="create or redefine a domain from hosts or from members")
+    _add_url(define)
+    define.add_argument("level", help="rack, row, room, cell (the configured levels)")
+    define.add_argument("name")
+    source = define.add_mutually_exclusive_group(required=True)
+    source.add_argument("--hosts", nargs="+", metavar="HOST", help="hosts (the narrowest level, or a cell)")
+    source.add_argument("--members", nargs="+", metavar="DOMAIN", help="domains of the level below")
+    define.set_defaults(func=cmd_topology_define)
+    listing = t_actions.add_parser("list", help="list domains (of one level)")
+    _add_url(listing)
+    listing.add_argument("level", nargs="?")
+    listing.set_defaults(func=cmd_topology_list)
+    show = t_actions.add_parser("show", help="show one domain")
+    _add_url(show)
+    show.add_argument("level")
+    show.add_argument("name")
+    show.set_defaults(func=cmd_topology_show)
+    remove = t_actions.add_parser("remove", help="remove a domain (its aggregate is emptied in Placement)")
+    _add_url(remove)
+    remove.add_argument("level")
+    remove.add_argument("name")
+    remove.set_defaults(func=cmd_topology_remove)
+
+
+def _add_db(parser) -> None:
+    parser.add_argument("--config-file", metavar="PATH", default=None,
+                        help="INI config file (flags and BILLETING_SCHEDULER_* variables take precedence)")
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help="the scheduler's API database (default: embedded SQLite)")
+    parser.add_argument("--log-level", default=None, metavar="LEVEL", help="DEBUG, INFO (default), WARNING, ERROR")
+
+
+def _add_url(parser) -> None:
+    parser.add_argument("--url", default=None, help=f"scheduler API (default {DEFAULT_URL}; "
+                                                    "BILLETING_SCHEDULER_URL)")
+    parser.add_argument("--token", default=None, help="X-Auth-Token (default admin; BILLETING_SCHEDULER_TOKEN)")
+
+
+_FLAGS = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "placement_url", "placement_db",
+          "placement_token", "transport_url", "auth", "policy_file", "legacy_policy", "auto_upgrade")
+
+
+def load_config(args: argparse.Namespace) -> ServiceConfig:
+    from billeting.scheduler.service import config as config_mod
+
+    flags = {name: getattr(args, name) for name in _FLAGS if getattr(args, name, None) is not None}
+    try:
+        return config_mod.load(flags)
+    except SettingsError as exc:
+        raise CliError(str(exc)) from None
+
+
+# --- the API database ---------------------------------------------------------
+
+def database(config: ServiceConfig) -> DatabaseTarget:
+    from sqlalchemy.exc import ArgumentError
+
+    from billeting.apidb.engine import default_url, normalize_url
+    from billeting.placement.store.engine import UnsupportedDatabase
+
+    raw = config.db or default_url()
+    try:
+        url = normalize_url(raw)
+    except (ArgumentError, ValueError) as exc:
+        if isinstance(exc, UnsupportedDatabase):
+            raise CliError(str(exc)) from None
+        raise CliError(f"invalid database URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
+                       "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
+    return DatabaseTarget(url=url, shown=_hide_password(url), embedded=not config.db)
+
+
+def upgrade(engine, target: DatabaseTarget) -> tuple[str | None, str]:
+    from alembic.util import CommandError
+    from sqlalchemy.exc import DBAPIError
+
+    from billeting.apidb import migrate
+
+    before = migrate.current_revision(engine)
+    try:
+        migrate.upgrade(engine)
+    except CommandError as exc:
+        raise CliError(f"cannot upgrade {target.shown}: {exc} (is the database from a newer Billeting?)") from None
+    except DBAPIError as exc:
+        raise CliError(f"upgrading {target.shown} failed: {_first_line(exc)}") from None
+    return before, migrate.current_revision(engine) or ""
+
+
+def cmd_db_upgrade(args) -> int:
+    config = load_config(args)
+    configure_logging(config.log_level)
+    target = database(config)
+    engine = connect_engine(target)
+    try:
+        before, after = upgrade(engine, target)
+    finally:
+        engine.dispose()
+    if before == after:
+        print(f"API database {target.shown} is already at revision {after}")
+    else:
+        print(f"API database {target.shown} upgraded from {before or 'empty'} to revision {after}")
+    return 0
+
+
+def cmd_db_status(args) -> int:
+    from billeting.apidb import migrate
+
+    config = load_config(args)
+    target = database(config)
+    engine = connect_engine(target)
+    try:
+        current, head = migrate.current_revision(engine), migrate.head_revision()
+    finally:
+        engine.dispose()
+    fix = "billeting scheduler db upgrade" + ("" if target.embedded else f" --db {target.shown}")
+    print(f"API database {target.shown}: revision {current or 'none'}, head {head}"
+          + ("" if current == head else f" (behind; run '{fix}')"))
+    return 0 if current == head else EXIT_FAILURE
+
+
+# --- serve --------------------------------------------------------------------
+
+def _check_placement_db(url: str) -> None:
+    from billeting.cli import resolve_database
+    from billeting.config import Settings
+    from billeting.placement.store import migrate
+
+    target = resolve_database(Settings(db=url))
+    engine = connect_engine(target)
+    try:
+        current, head = migrate.current_revision(engine), migrate.head_revision()
+    finally:
+        engine.dispose()
+    if current != head:
+        raise CliError(f"Placement database {target.shown} is at revision {current or 'none'}, not {head}: "
+                       f"run 'billeting db upgrade --db {target.shown}'")
+
+
+def _check_bus(url: str) -> None:
+    from billeting.messaging import Bus
+
+    try:
+        bus = Bus(url)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    try:
+        with bus.connect() as conn:
+            conn.ensure_connection(max_retries=1, timeout=5)
+    except Exception as exc:  # noqa: BLE001 - any broker failure, in one line
+        raise CliError(f"cannot reach the message bus {bus.url_shown}: {_first_line(exc)}") from None
+    finally:
+        bus.close()
+
+
+def _check_app(config: ServiceConfig) -> None:
+    if config.auth == "keystone":
+        check_keystone_config(config)  # same rule as billeting serve: a [keystone_authtoken] section
+    if config.policy_file:
+        try:
+            with open(config.policy_file, encoding="utf-8"):
+                pass
+        except OSError as exc:
+            raise CliError(f"cannot read policy file {config.policy_file}: {exc.strerror}") from None
+    try:
+        from billeting.scheduler.api.policy import authorizer
+
+        authorizer(policy_file=config.policy_file, legacy=config.legacy_policy)
+    except Exception as exc:  # noqa: BLE001 - a bad policy file, in one line
+        raise CliError(f"invalid configuration: {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def cmd_serve(args) -> int:
+    import logging
+
+    from billeting.apidb import migrate
+    from billeting.cli import _version, bind_address
+    from billeting.scheduler import serve
+
+    config = load_config(args)
+    configure_logging(config.log_level)
+    target = database(config)
+    config.db = target.url  # workers open exactly what the master checked
+    _check_app(config)
+    check_listen(config.host, config.port)
+    if config.placement_db:
+        _check_placement_db(config.placement_db)
+    if config.transport_url:
+        _check_bus(config.transport_url)
+    engine = connect_engine(target)
+    try:
+        current, head = migrate.current_revision(engine), migrate.head_revision()
+        if current != head:
+            if not (config.auto_upgrade or target.embedded):
+                state = "empty (no schema)" if current is None else f"at revision {current}"
+                raise CliError(f"API database {target.shown} is {state} but this Billeting needs revision {head}; "
+                               f"run 'billeting scheduler db upgrade --db {target.shown}' (or --auto-upgrade)")
+            before, after = upgrade(engine, target)
+            logging.getLogger("billeting").info("API database %s upgraded from %s to %s", target.shown,
+                                                before or "empty", after)
+    finally:
+        engine.dispose()
+    placement = f"in-process Placement on {_hide_password(config.placement_db)}" if config.placement_db \
+        else f"Placement at {config.placement_url}"
+    logging.getLogger("billeting").info(
+        "billeting %s: scheduler API on http://%s/ (API db %s, %s, %d worker(s), auth %s%s)", _version(),
+        bind_address(config.host, config.port), target.shown, placement, config.workers, config.auth,
+        f", RPC on {_hide_password(config.transport_url)}" if config.transport_url else "")
+    serve.run(config)
+    return 0
+
+
+# --- topology (an HTTP client of the scheduler API) ---------------------------
+
+class _Error(msgspec.Struct):
+    detail: str = ""
+
+
+class _Errors(msgspec.Struct):
+    errors: list[_Error] = []
+
+
+def _call(args, method: str, path: str, body: object | None = None) -> bytes:
+    from billeting.placement_client.transport import HttpTransport, TransportError
+
+    url = args.url or os.environ.get("BILLETING_SCHEDULER_URL") or DEFAULT_URL
+    token = args.token or os.environ.get("BILLETING_SCHEDULER_TOKEN") or "admin"
+    try:
+        transport = HttpTransport(url, timeout=120.0)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    headers = {"Accept": "application/json", "X-Auth-Token": token}
+    data = None
+    if body is not None:
+        data = msgspec.json.encode(body)
+        headers["Content-Type"] = "application/json"
+    try:
+        resp = transport.request(method, path, data, headers)
+    except TransportError as exc:
+        raise CliError(f"cannot reach the scheduler at {url}: {exc} (is 'billeting scheduler serve' running?)") \
+            from None
+    finally:
+        transport.close()
+    if resp.status >= 400:
+        try:
+            errors = msgspec.json.decode(resp.body, type=_Errors).errors
+        except msgspec.DecodeError:
+            errors = []
+        raise CliError(errors[0].detail if errors else f"the scheduler answered {resp.status}")
+    return resp.body
+
+
+def _domain_line(dom) -> str:
+    parts = [f"{dom.level} {dom.name}"]
+    if dom.parent:
+        parts.append(f"in {dom.parent}")
+    if dom.members:
+        parts.append(f"members {', '.join(dom.members)}")
+    parts.append(f"hosts {', '.join(dom.hosts) if dom.hosts else '(none)'}")
+    return "  ".join(parts)
+
+
+def cmd_topology_define(args) -> int:
+    from billeting.scheduler.service.views import DomainView
+
+    body = {"hosts": args.hosts} if args.hosts else {"members": args.members}
+    dom = msgspec.json.decode(_call(args, "PUT", f"/topology/{args.level}/{args.name}", body), type=DomainView)
+    print(f"defined {dom.level} {dom.name} (aggregate {dom.aggregate}): "
+          f"{len(dom.hosts)} host{'s' if len(dom.hosts) != 1 else ''}: {', '.join(dom.hosts)}")
+    return 0
+
+
+def cmd_topology_list(args) -> int:
+    from billeting.scheduler.service.views import TopologyView
+
+    path = "/topology" + (f"/{args.level}" if args.level else "")
+    found = msgspec.json.decode(_call(args, "GET", path), type=TopologyView)
+    if not found.domains:
+        print("no domains" + (f" at level {args.level}" if args.level else "")
+              + f" (levels: {', '.join(found.levels)})")
+    for dom in found.domains:
+        print(_domain_line(dom))
+    return 0
+
+
+def cmd_topology_show(args) -> int:
+    from billeting.scheduler.service.views import DomainView
+
+    dom = msgspec.json.decode(_call(args, "GET", f"/topology/{args.level}/{args.name}"), type=DomainView)
+    print(f"level:     {dom.level}\nname:      {dom.name}\naggregate: {dom.aggregate}\n"
+          f"parent:    {dom.parent or '-'}\nmembers:   {', '.join(dom.members) or '-'}\n"
+          f"hosts:     {', '.join(dom.hosts) or '-'}")
+    return 0
+
+
+def cmd_topology_remove(args) -> int:
+    _call(args, "DELETE", f"/topology/{args.level}/{args.name}")
+    print(f"removed {args.level} {args.name}")
+    return 0

@@ -1,0 +1,125 @@
+"""POST /selections: placing, dry runs, explanations, bad bodies, auth and policy."""
+from __future__ import annotations
+
+import pytest
+
+from tests.schedsvc.conftest import new_uuid, simple_request
+
+
+@pytest.fixture
+def two_hosts(fleet):
+    fleet.add("h1", vcpu=4)
+    fleet.add("h2", vcpu=4)
+    return fleet
+
+
+def test_placing_claims_in_placement_and_answers_201_with_selections(api, two_hosts, placement):
+    inst = new_uuid()
+    resp = api.post("/selections", json=simple_request(inst, alternates=1))
+    assert resp.status == 201, resp
+    assert resp.headers["x-openstack-request-id"].startswith("req-")
+    (line,) = resp.json["selections"]
+    chosen, alternate = line
+    assert chosen["claimed"] is True and alternate["claimed"] is False
+    assert chosen["consumer_uuid"] == inst and {chosen["nodename"], alternate["nodename"]} == {"h1", "h2"}
+    held = placement.get_allocations(inst).allocations
+    assert set(held) == {chosen["compute_node_uuid"]}
+    assert held[chosen["compute_node_uuid"]].resources == {"VCPU": 1, "MEMORY_MB": 512}
+
+
+def test_no_valid_host_is_409_with_an_explanation(api, two_hosts):
+    resp = api.post("/selections", json=simple_request(vcpu=64))
+    assert resp.status == 409, resp
+    err = resp.error
+    assert err["code"] == "billeting.no_valid_host"
+    assert err["explanation"]["hosts_total"] == 2 and err["explanation"]["hosts_offered"] == 0
+    assert "2 had no 64 vCPUs free" in err["detail"]
+    assert err["request_id"] == resp.headers["x-openstack-request-id"]
+
+
+def test_dry_run_ranks_with_scores_and_claims_nothing(api, two_hosts, placement):
+    inst = new_uuid()
+    resp = api.post("/selections", json=simple_request(inst, dry_run=True))
+    assert resp.status == 200, resp
+    hosts = resp.json["hosts"]
+    assert {h["host"] for h in hosts} == {"h1", "h2"}
+    assert "RAMWeigher" in hosts[0]["scores"]
+    assert placement.get_allocations(inst).allocations == {}
+
+
+def test_nova_form_is_translated(api, two_hosts, placement):
+    inst = new_uuid()
+    resp = api.post("/selections", json={
+        "instance_uuids": [inst], "flavor": {"vcpus": 2, "memory_mb": 1024, "root_gb": 10},
+        "image": {"properties": {}}})
+    assert resp.status == 201, resp
+    rp = resp.json["selections"][0][0]["compute_node_uuid"]
+    assert placement.get_allocations(inst).allocations[rp].resources == {"VCPU": 2, "MEMORY_MB": 1024,
+                                                                         "DISK_GB": 10}
+    # project and user come from the caller's token (noauth2 "admin" -> project "admin")
+    assert placement.get_allocations(inst).project_id == "admin"
+
+
+@pytest.mark.parametrize("body, text", [
+    ({"groups": [{"resources": {"VCPU": 1}}]}, "'instance_uuids' is a required property"),
+    (simple_request(alternates=-1), "-1 is less than the minimum of 0"),
+    (simple_request(bogus=1), "Additional properties are not allowed"),
+    ({**simple_request(), "instance_uuids": ["not-a-uuid"]}, "is not a 'uuid'"),
+    ({**simple_request(), "groups": [{"resources": {"vcpu": 1}}]}, "does not match any of the regexes"),
+    ({"instance_uuids": [new_uuid()], "flavor": {"vcpus": 0, "memory_mb": 1}}, "0 is less than the minimum of 1"),
+])
+def test_bad_bodies_are_400(api, two_hosts, body, text):
+    resp = api.post("/selections", json=body)
+    assert resp.status == 400, resp
+    assert text in resp.error["detail"] and resp.error["code"] == "billeting.undefined_code"
+
+
+def test_not_json_is_400_or_415(api):
+    assert api.post("/selections", body=b"{", content_type="application/json").status == 400
+    assert api.post("/selections", body=b"x", content_type="text/plain").status == 415
+
+
+def test_a_claim_for_an_existing_consumer_is_a_409(api, two_hosts):
+    inst = new_uuid()
+    assert api.post("/selections", json=simple_request(inst)).status == 201
+    resp = api.post("/selections", json=simple_request(inst))
+    assert resp.status == 409 and resp.error["code"] == "billeting.consumer_conflict"
+
+
+def test_auth_and_policy(api_as, two_hosts):
+    body = simple_request()
+    assert api_as(None).post("/selections", json=body).status == 401
+    denied = api_as("alice:p1").post("/selections", json=body)
+    assert denied.status == 403 and "scheduler:selections:create" in denied.error["detail"]
+    service = api_as("nova:service")
+    resp = service.request("POST", "/selections", json=body, headers={"X-Roles": "service"})
+    assert resp.status == 201, resp
+    assert api_as(None).get("/").status == 200
+
+
+def test_unknown_paths_and_methods(api):
+    assert api.get("/nope").status == 404
+    resp = api.delete("/selections")
+    assert resp.status == 405 and resp.headers["allow"] == "POST"
+
+
+def test_a_server_group_given_whole_is_used_as_is(api, two_hosts):
+    first = new_uuid()
+    resp = api.post("/selections", json=simple_request(first))
+    host = resp.json["selections"][0][0]["nodename"]
+    group = {"uuid": new_uuid(), "policy": "anti-affinity", "members": [first]}
+    for _ in range(3):
+        again = api.post("/selections", json=simple_request(server_group=group))
+        assert again.status == 201 and again.json["selections"][0][0]["nodename"] != host
+
+
+def test_an_unavailable_api_database_is_503(placement, fleet):
+    from billeting.placement.store.engine import make_engine
+    from billeting.scheduler.api.app import make_app
+    from billeting.scheduler.service.runtime import SchedulerService
+    from tests.conftest import PlacementClient as WsgiClient
+
+    broken = make_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    api = WsgiClient(make_app(SchedulerService(placement, broken)))
+    resp = api.get("/topology")
+    assert resp.status == 503 and resp.error["code"] == "billeting.database_unavailable"

@@ -1,0 +1,121 @@
+"""``billeting scheduler …`` and ``billeting topology …``: outputs, one-line
+errors, exit statuses; the service settings' precedence."""
+from __future__ import annotations
+
+import threading
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import pytest
+
+from billeting.cli import main
+from billeting.config import SettingsError
+from billeting.scheduler.service import config as config_mod
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+class _ThreadedServer(WSGIServer):
+    daemon_threads = True
+
+
+@pytest.fixture
+def scheduler_url(service):
+    from billeting.scheduler.api.app import make_app
+
+    server = make_server("127.0.0.1", 0, make_app(service), server_class=_ThreadedServer, handler_class=_Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_topology_commands(scheduler_url, fleet, capsys):
+    for name in ("h1", "h2", "h3"):
+        fleet.add(name)
+    url = ["--url", scheduler_url]
+    assert main(["topology", "define", "rack", "r1", "--hosts", "h1", "h2", *url]) == 0
+    assert "defined rack r1 (aggregate " in capsys.readouterr().out
+    assert main(["topology", "define", "rack", "r2", "--hosts", "h3", *url]) == 0
+    assert main(["topology", "define", "row", "w1", "--members", "r1", "r2", *url]) == 0
+    capsys.readouterr()
+    assert main(["topology", "list", *url]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "rack r1  in w1  hosts h1, h2", "rack r2  in w1  hosts h3", "row w1  members r1, r2  hosts h1, h2, h3"]
+    assert main(["topology", "show", "rack", "r1", *url]) == 0
+    assert "parent:    w1" in capsys.readouterr().out
+    assert main(["topology", "define", "rack", "r3", "--hosts", "nope", *url]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown host nope" in err
+    assert main(["topology", "remove", "row", "w1", *url]) == 0
+    assert main(["topology", "list", "row", *url]) == 0
+    assert "no domains at level row" in capsys.readouterr().out
+
+
+def test_usage_errors_exit_2(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["topology", "define", "rack", "r1"])
+    assert exit_.value.code == 2
+    assert "one of the arguments --hosts --members is required" in capsys.readouterr().err
+
+
+def test_an_unreachable_scheduler_is_one_line(capsys):
+    assert main(["topology", "list", "--url", "http://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot reach the scheduler" in err
+
+
+def test_db_upgrade_and_status(tmp_path, capsys):
+    db = f"sqlite:///{tmp_path / 'api.sqlite'}"
+    assert main(["scheduler", "db", "status", "--db", db]) == 1
+    assert "behind; run 'billeting scheduler db upgrade --db" in capsys.readouterr().out
+    assert main(["scheduler", "db", "upgrade", "--db", db]) == 0
+    assert "upgraded from empty to revision 0001" in capsys.readouterr().out
+    assert main(["scheduler", "db", "status", "--db", db]) == 0
+
+
+def test_serve_refuses_bad_set_ups_in_one_line(tmp_path, capsys):
+    from tests.concurrency.serve import free_port
+
+    db = f"sqlite:///{tmp_path / 'api.sqlite'}"
+    port = ["--port", str(free_port())]
+    assert main(["scheduler", "serve", "--db", db, *port, "--policy-file", str(tmp_path / "none")]) == 1
+    assert "cannot read policy file" in capsys.readouterr().err
+    assert main(["scheduler", "serve", "--db", db, *port, "--placement-db", f"sqlite:///{tmp_path / 'p.sqlite'}"]) == 1
+    assert "run 'billeting db upgrade --db" in capsys.readouterr().err
+    assert main(["scheduler", "serve", "--db", db, *port, "--transport-url", "http://nope"]) == 1
+    assert "unsupported bus URL" in capsys.readouterr().err
+    assert main(["scheduler", "serve", "--db", "oracle://x/y"]) == 1
+    assert "unsupported database driver" in capsys.readouterr().err
+    assert main(["scheduler", "serve", "--db", f"sqlite:///{tmp_path / 'x.sqlite'}", "--workers", "0"]) == 1
+    assert "workers must be at least 1" in capsys.readouterr().err
+
+
+def test_settings_precedence(tmp_path):
+    ini = tmp_path / "billeting.conf"
+    ini.write_text("[scheduler_api]\nport = 9001\nworkers = 3\n[scheduler]\ntopology_levels = rack, hall\n"
+                   "[filter_scheduler]\nram_weight_multiplier = -1.5\n[messaging]\ntransport_url = memory:///x\n")
+    cfg = config_mod.load({"config_file": str(ini), "workers": 2}, {"BILLETING_SCHEDULER_PORT": "9002"})
+    assert (cfg.port, cfg.workers, cfg.transport_url) == (9002, 2, "memory:///x")
+    settings = cfg.scheduler_settings()
+    assert settings.topology_levels == ("rack", "hall") and settings.multiplier("ram_weight_multiplier") == -1.5
+    with pytest.raises(SettingsError, match="invalid topology level name 'cell'"):
+        config_mod.load({}, {"BILLETING_SCHEDULER_TOPOLOGY_LEVELS": "rack,cell"})
+    with pytest.raises(SettingsError, match="unknown scheduler filter"):
+        config_mod.load({}, {"BILLETING_SCHEDULER_ENABLED_FILTERS": "NoSuchFilter"})
+
+
+def test_keystone_placement_auth_comes_from_the_placement_section(tmp_path):
+    from billeting.placement_client import KeystoneAuth
+    from billeting.scheduler.serve import keystone_auth
+
+    ini = tmp_path / "billeting.conf"
+    ini.write_text("[placement]\nauth_type = password\nauth_url = http://keystone.invalid/v3\nusername = sched\n"
+                   "password = secret\nproject_name = service\nuser_domain_name = Default\n"
+                   "project_domain_name = Default\n")
+    auth = keystone_auth(config_mod.load({"config_file": str(ini)}, {}))
+    assert isinstance(auth, KeystoneAuth)
+    assert keystone_auth(config_mod.load({}, {})) is None
