@@ -1,0 +1,281 @@
+"""Command-line pieces for a cell's processes, and the cell commands:
+
+    billeting cell-db upgrade|status [--cell C] [--cell-db URL]
+    billeting audit --cell C=URL [--cell C=URL ...] [--placement-url URL] [--dry-run] [--remove-unknown]
+
+A process of a cell is configured with its cell's database (``--cell-db``
+or ``BILLETING_CELL_DB``), its cell's bus (``--transport-url`` or
+``BILLETING_TRANSPORT_URL``) and Placement (``--placement-url`` or
+``BILLETING_PLACEMENT_URL``): there is no flag for the API database or the
+API bus, so a cell process cannot be given one.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+LOG = logging.getLogger("billeting")
+
+DEFAULT_PLACEMENT_URL = "http://127.0.0.1:8778"
+
+
+def _cli():
+    from billeting import cli
+    return cli
+
+
+def default_cell_db(cell: str) -> str:
+    """The embedded SQLite file of a cell in the per-user data directory."""
+    import platformdirs
+
+    data_dir = Path(platformdirs.user_data_dir("billeting"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{data_dir / f'cell-{cell}.sqlite'}"
+
+
+def default_transport(cell: str) -> str:
+    return f"amqp://guest:guest@127.0.0.1:5672/{cell}"
+
+
+def add_cell_flags(parser: argparse.ArgumentParser, *, bus: bool = True) -> None:
+    parser.add_argument("--cell", default="cell1", help="the cell's name (default cell1)")
+    parser.add_argument("--cell-db", metavar="URL", default=None,
+                        help="the cell's database (default: $BILLETING_CELL_DB, else an embedded SQLite "
+                             "file per cell)")
+    if bus:
+        parser.add_argument("--transport-url", metavar="URL", default=None,
+                            help="the cell's bus: amqp://USER:PW@HOST:PORT/VHOST (default: "
+                                 "$BILLETING_TRANSPORT_URL, else amqp://guest:guest@127.0.0.1:5672/<cell>)")
+        parser.add_argument("--placement-url", metavar="URL", default=None,
+                            help=f"Placement endpoint (default: $BILLETING_PLACEMENT_URL, else "
+                                 f"{DEFAULT_PLACEMENT_URL})")
+        parser.add_argument("--placement-token", metavar="TOKEN", default=None,
+                            help="token sent to Placement (default: $BILLETING_PLACEMENT_TOKEN, else admin)")
+    parser.add_argument("--auto-upgrade", action="store_true",
+                        help="apply pending cell schema migrations instead of refusing to start")
+    parser.add_argument("--log-level", default=None, metavar="LEVEL", help="DEBUG, INFO (default), WARNING or ERROR")
+
+
+def log_level(args: argparse.Namespace) -> str:
+    level = (args.log_level or os.environ.get("BILLETING_LOG_LEVEL") or "INFO").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise _cli().CliError(f"log level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
+    return level
+
+
+def cell_db_url(args: argparse.Namespace) -> tuple[str, bool]:
+    """(normalized URL, whether it is the embedded default)."""
+    from sqlalchemy.exc import ArgumentError
+
+    from billeting.placement.store.engine import UnsupportedDatabase, normalize_url
+
+    raw = args.cell_db or os.environ.get("BILLETING_CELL_DB")
+    embedded = not raw
+    raw = raw or default_cell_db(args.cell)
+    try:
+        return normalize_url(raw), embedded
+    except UnsupportedDatabase as exc:
+        raise _cli().CliError(str(exc)) from None
+    except (ArgumentError, ValueError):
+        raise _cli().CliError(f"invalid cell database URL {shown(raw)!r}") from None
+
+
+def shown(url: str) -> str:
+    return _cli()._hide_password(url)
+
+
+def transport_url(args: argparse.Namespace) -> str:
+    url = args.transport_url or os.environ.get("BILLETING_TRANSPORT_URL") or default_transport(args.cell)
+    if not url.startswith(("amqp://", "pyamqp://", "memory://")):
+        raise _cli().CliError(f"invalid transport URL {shown(url)!r}: use amqp://USER:PW@HOST:PORT/VHOST")
+    if url.startswith("memory://"):
+        raise _cli().CliError("a memory:// bus only reaches this process; give the cell's amqp:// URL")
+    return url
+
+
+def placement_client(args: argparse.Namespace):
+    from billeting.placement_client import PlacementUnavailable, http_client
+
+    url = args.placement_url or os.environ.get("BILLETING_PLACEMENT_URL") or DEFAULT_PLACEMENT_URL
+    token = args.placement_token or os.environ.get("BILLETING_PLACEMENT_TOKEN") or "admin"
+    try:
+        client = http_client(url, token=token)
+    except ValueError as exc:
+        raise _cli().CliError(f"invalid Placement URL: {exc}") from None
+    try:
+        client.version  # noqa: B018 - negotiates, proving Placement answers
+    except PlacementUnavailable as exc:
+        raise _cli().CliError(f"cannot reach Placement at {url}: {exc.detail}") from None
+    return client
+
+
+def open_cell_engine(args: argparse.Namespace):
+    """The cell database, connected and at the current schema."""
+    from sqlalchemy.exc import DBAPIError
+
+    from billeting.cells.wiring import CellSchemaError, open_cell_database
+
+    url, embedded = cell_db_url(args)
+    try:
+        return open_cell_database(url, upgrade=args.auto_upgrade or embedded, pool_size=4)
+    except CellSchemaError as exc:
+        fix = "billeting cell-db upgrade" + ("" if embedded else f" --cell-db {shown(url)}")
+        raise _cli().CliError(f"{shown(url)}: {exc}; run '{fix}' (or start with --auto-upgrade)") from None
+    except DBAPIError as exc:
+        raise _cli().CliError(f"cannot use cell database {shown(url)}: {_cli()._first_line(exc)}") from None
+
+
+def wire(args: argparse.Namespace):
+    """Everything a process of the cell named by ``args`` gets."""
+    from billeting.cells.wiring import CellConfig, wire_cell
+
+    bus_url = transport_url(args)
+    engine = open_cell_engine(args)
+    try:
+        placement = placement_client(args)
+    except BaseException:
+        engine.dispose()
+        raise
+    cell = CellConfig(name=args.cell, database_url=engine.url.render_as_string(hide_password=False),
+                      transport_url=bus_url)
+    return wire_cell(cell, placement, engine=engine)
+
+
+def run_until_signalled(stop: Callable[[], None]) -> int:
+    """Block until SIGTERM or SIGINT, then ``stop()``; exit status 0."""
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+    LOG.info("stopping")
+    stop()
+    return 0
+
+
+# --- billeting cell-db ---------------------------------------------------------------
+
+def add_parsers(commands) -> None:
+    celldb = commands.add_parser("cell-db", help="manage a cell database's schema")
+    actions = celldb.add_subparsers(dest="cell_db_command", metavar="ACTION", parser_class=_cli()._Parser)
+    actions.required = True
+    upgrade = actions.add_parser("upgrade", help="apply the cell schema migrations")
+    add_cell_flags(upgrade, bus=False)
+    upgrade.set_defaults(func=cmd_cell_db_upgrade)
+    status = actions.add_parser("status", help="show the cell schema revision; exit 1 when behind")
+    add_cell_flags(status, bus=False)
+    status.set_defaults(func=cmd_cell_db_status)
+
+    audit = commands.add_parser("audit", help="find (and remove) allocations no instance or move explains")
+    audit.add_argument("--cell", dest="cells", metavar="NAME=URL", action="append", default=[],
+                       help="a cell's name and database URL; give every cell, cell0 included")
+    audit.add_argument("--placement-url", metavar="URL", default=None,
+                       help=f"Placement endpoint (default: $BILLETING_PLACEMENT_URL, else {DEFAULT_PLACEMENT_URL})")
+    audit.add_argument("--placement-token", metavar="TOKEN", default=None, help="token sent to Placement")
+    audit.add_argument("--dry-run", action="store_true", help="report only; remove nothing")
+    audit.add_argument("--remove-unknown", action="store_true",
+                       help="also remove allocations of consumers no cell knows (only when no build is "
+                            "in flight: a build the API level claimed but has not recorded looks the same)")
+    audit.add_argument("--log-level", default=None, metavar="LEVEL")
+    audit.set_defaults(func=cmd_audit)
+
+
+def _engine_for(url: str):
+    from sqlalchemy.exc import DBAPIError
+
+    from billeting.placement.store.engine import make_engine
+
+    engine = make_engine(url, pool_size=1)
+    try:
+        with engine.connect():
+            pass
+    except DBAPIError as exc:
+        engine.dispose()
+        raise _cli().CliError(f"cannot connect to cell database {shown(url)}: {_cli()._first_line(exc)}") from None
+    return engine
+
+
+def cmd_cell_db_upgrade(args: argparse.Namespace) -> int:
+    from alembic.util import CommandError
+    from sqlalchemy.exc import DBAPIError
+
+    from billeting.cells import migrate
+
+    _cli().configure_logging(log_level(args))
+    url, _ = cell_db_url(args)
+    engine = _engine_for(url)
+    try:
+        before = migrate.current_revision(engine)
+        migrate.upgrade(engine)
+        after = migrate.current_revision(engine)
+    except CommandError as exc:
+        raise _cli().CliError(f"cannot upgrade {shown(url)}: {exc} (is the database from a newer Billeting?)") from None
+    except DBAPIError as exc:
+        raise _cli().CliError(f"upgrading {shown(url)} failed: {_cli()._first_line(exc)}") from None
+    finally:
+        engine.dispose()
+    if before == after:
+        print(f"cell database {shown(url)} is already at revision {after}")
+    else:
+        print(f"cell database {shown(url)} upgraded from {before or 'empty'} to revision {after}")
+    return 0
+
+
+def cmd_cell_db_status(args: argparse.Namespace) -> int:
+    from billeting.cells import migrate
+
+    url, _ = cell_db_url(args)
+    engine = _engine_for(url)
+    try:
+        current, head = migrate.current_revision(engine), migrate.head_revision()
+    finally:
+        engine.dispose()
+    print(f"cell database {shown(url)}: revision {current or 'none'}, head {head}"
+          + ("" if current == head else f" (behind; run 'billeting cell-db upgrade --cell-db {shown(url)}')"))
+    return 0 if current == head else 1
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from billeting.cells import audit, migrate, services
+
+    _cli().configure_logging(log_level(args))
+    if not args.cells:
+        raise _cli().CliError("name every cell with --cell NAME=DATABASE_URL (cell0 included)")
+    engines = {}
+    try:
+        for item in args.cells:
+            name, sep, url = item.partition("=")
+            if not sep or not name or not url:
+                raise _cli().CliError(f"--cell wants NAME=DATABASE_URL, not {item!r}")
+            if name in engines:
+                raise _cli().CliError(f"cell {name} is named twice")
+            engine = _engine_for(cell_db_url(argparse.Namespace(cell_db=url, cell=name))[0])
+            engines[name] = engine
+            if migrate.current_revision(engine) != migrate.head_revision():
+                raise _cli().CliError(f"cell {name}'s database {shown(url)} is not at the current schema; "
+                                      f"run 'billeting cell-db upgrade --cell-db {shown(url)}'")
+        client = placement_client(argparse.Namespace(placement_url=args.placement_url,
+                                                     placement_token=args.placement_token))
+        providers: list[str] = []
+        for engine in engines.values():
+            for node in services.nodes(engine):
+                providers.extend(p.uuid for p in client.list_providers(in_tree=node.uuid))
+        report = audit.audit(client, sorted(set(providers)), engines, remove=not args.dry_run,
+                             remove_unknown=args.remove_unknown)
+    finally:
+        for engine in engines.values():
+            engine.dispose()
+    for f in report.findings:
+        what = "removed" if f.removed else ("kept" if f.verdict is audit.Verdict.UNKNOWN else "found")
+        held = "; ".join(f"{rp}: " + ", ".join(f"{rc}={n}" for rc, n in sorted(res.items()))
+                         for rp, res in sorted(f.holdings.items()))
+        print(f"{what:8} {f.consumer_uuid}  {f.verdict.value:18} {f.cell or '-':8} {held}")
+    orphans = sum(1 for f in report.findings if f.verdict.orphan)
+    unknown = sum(1 for f in report.findings if f.verdict is audit.Verdict.UNKNOWN)
+    print(f"audited {report.providers} provider(s) and {report.consumers} consumer(s): {orphans} orphaned, "
+          f"{unknown} unknown, {len(report.removed)} removed" + (" (dry run)" if args.dry_run else ""))
+    return 0

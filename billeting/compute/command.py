@@ -1,0 +1,143 @@
+"""``billeting compute``: run one or more compute hosts of a cell.
+
+    billeting compute --host H [--host H2 ...] --cell C --driver fake [--shape flat|numa|pci|vgpu|ironic]
+                      [--cell-db URL] [--transport-url URL] [--placement-url URL] ...
+
+Every host serves ``compute.<host>`` on the cell's bus; they share the
+process's cell database pool, bus connection and Placement client.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+
+from billeting.cells import command as cell_command
+
+LOG = logging.getLogger("billeting")
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("compute", help="run compute hosts of a cell (foreground, until SIGTERM/SIGINT)")
+    p.add_argument("--host", dest="hosts", metavar="HOST", action="append", default=None,
+                   help="a compute service host to run (repeat for several; default: this machine's name)")
+    p.add_argument("--driver", choices=("fake",), default="fake", help="virt driver (default fake)")
+    cell_command.add_cell_flags(p)
+    fake = p.add_argument_group("fake driver")
+    fake.add_argument("--shape", choices=("flat", "numa", "pci", "vgpu", "ironic"), default="flat")
+    fake.add_argument("--vcpus", type=int, default=None)
+    fake.add_argument("--pcpus", type=int, default=None)
+    fake.add_argument("--memory-mb", type=int, default=None)
+    fake.add_argument("--disk-gb", type=int, default=None)
+    fake.add_argument("--numa-nodes", type=int, default=None)
+    fake.add_argument("--pfs", type=int, default=None, help="SR-IOV physical functions (pci shape)")
+    fake.add_argument("--vfs-per-pf", type=int, default=None)
+    fake.add_argument("--bandwidth-kbps", type=int, default=None)
+    fake.add_argument("--physnet", default=None)
+    fake.add_argument("--gpus", type=int, default=None, help="physical GPUs (vgpu shape)")
+    fake.add_argument("--vgpus-per-gpu", type=int, default=None)
+    fake.add_argument("--ironic-nodes", type=int, default=None, help="bare-metal nodes (ironic shape)")
+    fake.add_argument("--ironic-class", default=None, help="node resource class, e.g. baremetal.gold")
+    fake.add_argument("--build-time", type=float, default=None, metavar="SECONDS", help="time a build takes")
+    fake.add_argument("--failure-rate", type=float, default=None, metavar="P",
+                      help="probability that a build fails (1 = always)")
+    fake.add_argument("--abort-builds", action="store_true", default=None,
+                      help="failed builds are aborts (never rescheduled)")
+    fake.add_argument("--seed", type=int, default=None, help="seed of the failure draws")
+    tuning = p.add_argument_group("compute")
+    tuning.add_argument("--reserved-host-cpus", type=int, default=None)
+    tuning.add_argument("--reserved-host-memory-mb", type=int, default=None)
+    tuning.add_argument("--reserved-host-disk-mb", type=int, default=None)
+    tuning.add_argument("--cpu-allocation-ratio", type=float, default=None)
+    tuning.add_argument("--ram-allocation-ratio", type=float, default=None)
+    tuning.add_argument("--disk-allocation-ratio", type=float, default=None)
+    tuning.add_argument("--report-interval", type=float, default=None, metavar="SECONDS", help="heartbeat")
+    tuning.add_argument("--update-interval", type=float, default=None, metavar="SECONDS",
+                        help="resource tracker period")
+    tuning.add_argument("--audit-interval", type=float, default=None, metavar="SECONDS",
+                        help="allocation audit period (0: off)")
+    tuning.add_argument("--orphan-grace", type=float, default=None, metavar="SECONDS",
+                        help="how long an unexplained allocation is left before the audit removes it")
+    tuning.add_argument("--build-threads", type=int, default=None)
+    p.set_defaults(func=cmd_compute)
+
+
+_FAKE_FLAGS = {"shape": "shape", "vcpus": "vcpus", "pcpus": "pcpus", "memory_mb": "memory_mb",
+               "disk_gb": "disk_gb", "numa_nodes": "numa_nodes", "pfs": "pfs", "vfs_per_pf": "vfs_per_pf",
+               "bandwidth_kbps": "bandwidth_kbps", "physnet": "physnet", "gpus": "gpus",
+               "vgpus_per_gpu": "vgpus_per_gpu", "ironic_nodes": "ironic_nodes", "ironic_class": "ironic_class",
+               "build_time": "build_time_s", "failure_rate": "failure_rate", "abort_builds": "abort_builds",
+               "seed": "seed"}
+_SETTING_FLAGS = {"reserved_host_cpus": "reserved_host_cpus", "reserved_host_memory_mb": "reserved_host_memory_mb",
+                  "reserved_host_disk_mb": "reserved_host_disk_mb", "cpu_allocation_ratio": "cpu_allocation_ratio",
+                  "ram_allocation_ratio": "ram_allocation_ratio", "disk_allocation_ratio": "disk_allocation_ratio",
+                  "report_interval": "report_interval_s", "update_interval": "update_resources_interval_s",
+                  "audit_interval": "audit_interval_s", "orphan_grace": "orphan_grace_s",
+                  "build_threads": "build_threads"}
+
+
+def fake_config(args: argparse.Namespace):
+    from billeting.compute.fake import FakeConfig
+
+    given = {field: getattr(args, flag) for flag, field in _FAKE_FLAGS.items() if getattr(args, flag, None) is not None}
+    try:
+        return FakeConfig(**given)
+    except (ValueError, TypeError) as exc:
+        raise cell_command._cli().CliError(f"invalid fake driver setting: {exc}") from None
+
+
+def compute_settings(args: argparse.Namespace):
+    from billeting.compute.settings import ComputeSettings
+
+    given = {field: getattr(args, flag) for flag, field in _SETTING_FLAGS.items()
+             if getattr(args, flag, None) is not None}
+    settings = ComputeSettings(**given)
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise cell_command._cli().CliError(f"invalid compute setting: {exc}") from None
+    return settings
+
+
+def build_service(args: argparse.Namespace, wiring):
+    """The computes this command runs, built from the cell's wiring only."""
+    from billeting.compute.fake import FakeDriver
+    from billeting.compute.manager import ComputeManager
+    from billeting.compute.service import ComputeService
+
+    hosts = args.hosts or [socket.gethostname()]
+    if len(set(hosts)) != len(hosts):
+        raise cell_command._cli().CliError("each --host may be given once")
+    config, settings = fake_config(args), compute_settings(args)
+    managers = [ComputeManager(host, FakeDriver(host, config), wiring, settings) for host in hosts]
+    return ComputeService(wiring, managers)
+
+
+def cmd_compute(args: argparse.Namespace) -> int:
+    from billeting.messaging import BusUnavailable
+    from billeting.placement_client import PlacementError
+
+    cli = cell_command._cli()
+    cli.configure_logging(cell_command.log_level(args))
+    fake_config(args)
+    compute_settings(args)  # refuse bad flags before connecting anywhere
+    wiring = cell_command.wire(args)
+    service = build_service(args, wiring)
+    try:
+        service.start()
+    except BusUnavailable as exc:
+        service.stop()
+        wiring.close()
+        raise cli.CliError(f"cell {args.cell}'s bus: {exc}") from None
+    except PlacementError as exc:
+        service.stop()
+        wiring.close()
+        raise cli.CliError(f"Placement: {exc}") from None
+    LOG.info("%d compute host(s) of cell %s running: %s", len(service.managers), args.cell,
+             ", ".join(m.host for m in service.managers))
+
+    def stop() -> None:
+        service.stop()
+        wiring.close()
+
+    return cell_command.run_until_signalled(stop)

@@ -1,0 +1,60 @@
+"""The trait rules a compute applies to its providers (scheduler-design 7.3).
+
+On every root provider: ``COMPUTE_NODE``, the owner trait, the capability
+traits the driver supports now, and ``COMPUTE_STATUS_DISABLED`` exactly
+while the service is disabled. A trait is only ever *removed* when the
+compute owns it: a capability trait (all of ``CAPABILITY_TRAITS``), the
+disabled trait, or a trait the driver itself reported before. Traits an
+operator or another service put on the provider stay.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+COMPUTE_NODE = "COMPUTE_NODE"
+DISABLED = "COMPUTE_STATUS_DISABLED"
+# Placement's standard owner trait for compute-service providers; schedulers
+# use it to tell compute nodes from providers other services created.
+DEFAULT_OWNER = "OWNER_NOVA"
+
+_IMAGE_TYPES = ("AKI", "AMI", "ARI", "ISO", "PLOOP", "QCOW2", "RAW", "VDI", "VHD", "VHDX", "VMDK")
+
+# Every capability a driver may claim; the ones it does not claim are removed.
+CAPABILITY_TRAITS = frozenset({
+    "COMPUTE_ACCELERATORS",
+    "COMPUTE_ADDRESS_SPACE_EMULATED",
+    "COMPUTE_ADDRESS_SPACE_PASSTHROUGH",
+    "COMPUTE_DEVICE_TAGGING",
+    "COMPUTE_EPHEMERAL_ENCRYPTION",
+    "COMPUTE_EPHEMERAL_ENCRYPTION_LUKS",
+    "COMPUTE_EPHEMERAL_ENCRYPTION_PLAIN",
+    "COMPUTE_MEM_BACKING_FILE",
+    "COMPUTE_NET_ATTACH_INTERFACE",
+    "COMPUTE_NET_ATTACH_INTERFACE_WITH_TAG",
+    "COMPUTE_REMOTE_MANAGED_PORTS",
+    "COMPUTE_RESCUE_BFV",
+    "COMPUTE_SAME_HOST_COLD_MIGRATE",
+    "COMPUTE_SECURITY_STATELESS_FIRMWARE",
+    "COMPUTE_SECURITY_UEFI_SECURE_BOOT",
+    "COMPUTE_SOCKET_PCI_NUMA_AFFINITY",
+    "COMPUTE_STORAGE_VIRTIO_FS",
+    "COMPUTE_TRUSTED_CERTS",
+    "COMPUTE_VOLUME_ATTACH_WITH_TAG",
+    "COMPUTE_VOLUME_EXTEND",
+    "COMPUTE_VOLUME_MULTI_ATTACH",
+    *(f"COMPUTE_IMAGE_TYPE_{kind}" for kind in _IMAGE_TYPES),
+})
+
+
+def desired_traits(current: Iterable[str], *, root: bool, owner: str, capabilities: frozenset[str],
+                   driver_traits: frozenset[str], previously_reported: frozenset[str],
+                   disabled: bool) -> frozenset[str]:
+    """The provider's complete trait set after applying the rules to ``current``."""
+    owned = (CAPABILITY_TRAITS | {DISABLED} | previously_reported) if root else previously_reported
+    keep = {t for t in current if t not in owned or t in driver_traits}
+    wanted = set(driver_traits) | {owner}
+    if root:
+        wanted |= {COMPUTE_NODE} | (capabilities & CAPABILITY_TRAITS)
+        if disabled:
+            wanted.add(DISABLED)
+    return frozenset(keep | wanted)

@@ -1,0 +1,78 @@
+"""``billeting conductor``: run a cell conductor.
+
+    billeting conductor --cell C [--cell-db URL] [--transport-url URL] [--placement-url URL]
+                        [--max-attempts N] [--sweep-interval S] ...
+
+Several conductors of one cell share its queue; each message goes to one.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+
+from billeting.cells import command as cell_command
+
+LOG = logging.getLogger("billeting")
+
+_FLAGS = {"max_attempts": "max_attempts", "service_down_time": "service_down_time_s",
+          "report_interval": "report_interval_s", "sweep_interval": "sweep_interval_s",
+          "cast_timeout": "cast_timeout_s", "reschedule_timeout": "reschedule_timeout_s",
+          "delete_timeout": "delete_timeout_s", "build_timeout": "build_timeout_s"}
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("conductor", help="run a cell conductor (foreground, until SIGTERM/SIGINT)")
+    cell_command.add_cell_flags(p)
+    p.add_argument("--name", default=None, help="this conductor's service name (default host-pid)")
+    p.add_argument("--max-attempts", type=int, default=None, help="builds tried per instance (default 3)")
+    p.add_argument("--service-down-time", type=float, default=None, metavar="SECONDS",
+                   help="a compute whose heartbeat is older is down (default 60)")
+    p.add_argument("--report-interval", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--sweep-interval", type=float, default=None, metavar="SECONDS",
+                   help="how often stuck builds and deletes are looked for (default 30)")
+    p.add_argument("--cast-timeout", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--reschedule-timeout", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--delete-timeout", type=float, default=None, metavar="SECONDS")
+    p.add_argument("--build-timeout", type=float, default=None, metavar="SECONDS",
+                   help="fail builds on a live compute that take longer (default 0: never)")
+    p.set_defaults(func=cmd_conductor)
+
+
+def conductor_settings(args: argparse.Namespace):
+    from billeting.conductor.cell import ConductorSettings
+
+    settings = ConductorSettings(**{field: getattr(args, flag) for flag, field in _FLAGS.items()
+                                    if getattr(args, flag, None) is not None})
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise cell_command._cli().CliError(f"invalid conductor setting: {exc}") from None
+    return settings
+
+
+def build_conductor(args: argparse.Namespace, wiring):
+    from billeting.conductor.cell import CellConductor
+
+    return CellConductor(wiring, conductor_settings(args), name=args.name)
+
+
+def cmd_conductor(args: argparse.Namespace) -> int:
+    from billeting.messaging import BusUnavailable
+
+    cli = cell_command._cli()
+    cli.configure_logging(cell_command.log_level(args))
+    conductor_settings(args)
+    wiring = cell_command.wire(args)
+    conductor = build_conductor(args, wiring)
+    try:
+        conductor.start()
+    except BusUnavailable as exc:
+        conductor.stop()
+        wiring.close()
+        raise cli.CliError(f"cell {args.cell}'s bus: {exc}") from None
+
+    def stop() -> None:
+        conductor.stop()
+        wiring.close()
+
+    return cell_command.run_until_signalled(stop)

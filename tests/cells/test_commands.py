@@ -1,0 +1,95 @@
+"""The cell commands: cell-db upgrade/status, one-line errors from compute
+and conductor, and ``billeting audit`` reporting and removing orphans."""
+from __future__ import annotations
+
+import uuid as uuidlib
+
+import pytest
+
+from billeting import cli
+from billeting.cells import command as cell_command
+from billeting.cells import instances as inst
+from billeting.compute.driver import node_uuid
+from billeting.placement_client.model import AllocationWrite, ProviderResources
+
+from tests.cells.conftest import PROJECT, USER, wait_for
+
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_cell_db_upgrade_then_status(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'cell.sqlite'}"
+    assert cli.main(["cell-db", "status", "--cell-db", url]) == 1
+    assert "revision none" in capsys.readouterr().out
+    assert cli.main(["cell-db", "upgrade", "--cell-db", url]) == 0
+    assert "upgraded from empty" in capsys.readouterr().out
+    assert cli.main(["cell-db", "upgrade", "--cell-db", url]) == 0
+    assert "already at revision" in capsys.readouterr().out
+    assert cli.main(["cell-db", "status", "--cell-db", url]) == 0
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["compute", "--transport-url", "memory:///cell1"], "a memory:// bus only reaches this process"),
+    (["compute", "--transport-url", "http://x/"], "invalid transport URL"),
+    (["compute", "--failure-rate", "2"], "failure_rate must be between 0 and 1"),
+    (["compute", "--reserved-host-memory-mb", "-1"], "must not be negative"),
+    (["compute", "--host", "a", "--host", "a", "--transport-url", "amqp://g:g@127.0.0.1:1/x",
+      "--placement-url", "http://127.0.0.1:1"], "cannot reach Placement"),
+    (["conductor", "--max-attempts", "0"], "max_attempts must be at least 1"),
+    (["conductor", "--transport-url", "amqp://g:secret@127.0.0.1:1/x", "--placement-url", "http://127.0.0.1:1"],
+     "cannot reach Placement"),
+    (["audit"], "name every cell"),
+    (["audit", "--cell", "cell1"], "--cell wants NAME=DATABASE_URL"),
+])
+def test_operator_mistakes_are_one_line(tmp_path, capsys, args, expected):
+    if args[0] in ("compute", "conductor"):
+        args = [*args, "--cell-db", f"sqlite:///{tmp_path / 'cell.sqlite'}", "--auto-upgrade"]
+    assert cli.main(args) == 1
+    line = one_line(capsys)
+    assert expected in line and "secret" not in line
+
+
+def test_a_cell_database_behind_the_code_is_refused_with_the_fix(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'cell.sqlite'}"
+    assert cli.main(["compute", "--cell-db", url, "--transport-url", "amqp://g:g@127.0.0.1:1/x"]) == 1
+    line = one_line(capsys)
+    assert "empty (no cell schema)" in line and f"billeting cell-db upgrade --cell-db {url}" in line
+
+
+def test_audit_reports_and_removes_orphans(deployment, cell_db, monkeypatch, capsys):
+    deployment.compute("h1")
+    deployment.conductor()
+    engine = deployment.cells["cell1"].engine
+    uuid = deployment.boot()
+    wait_for(lambda: inst.get(engine, uuid).vm_state is inst.VmState.ACTIVE)
+    assert inst.begin_delete(engine, uuid) and inst.finish_delete(engine, uuid)  # the allocation stayed
+    stranger = str(uuidlib.uuid4())
+    write = AllocationWrite(allocations={node_uuid("h1"): ProviderResources({"VCPU": 1})}, project_id=PROJECT,
+                            user_id=USER, consumer_generation=None)
+    assert deployment.placement.put_allocations(stranger, write).ok
+    # The command talks to this test's in-process Placement instead of a URL.
+    monkeypatch.setattr(cell_command, "placement_client", lambda args: deployment.placement)
+    cells = ["--cell", f"cell1={cell_db}"]
+
+    assert cli.main(["audit", *cells, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert f"found    {uuid}  deleted-instance" in out and f"kept     {stranger}  unknown" in out
+    assert "1 orphaned, 1 unknown, 0 removed (dry run)" in out
+
+    assert cli.main(["audit", *cells]) == 0
+    out = capsys.readouterr().out
+    assert f"removed  {uuid}" in out and "1 orphaned, 1 unknown, 1 removed" in out
+    assert deployment.placement.get_allocations(uuid).allocations == {}
+    assert deployment.placement.get_allocations(stranger).allocations != {}
+
+    assert cli.main(["audit", *cells, "--remove-unknown"]) == 0
+    assert "0 orphaned, 1 unknown, 1 removed" in capsys.readouterr().out
+    assert deployment.placement.get_allocations(stranger).allocations == {}
