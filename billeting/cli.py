@@ -3,17 +3,27 @@
     billeting serve [--host H] [--port P] [--db URL] [--workers N] ...
     billeting db upgrade [--db URL]
     billeting db status [--db URL]
+    billeting placement export|import|audit ...   (billeting/placement/tools/)
+    billeting scheduler serve|db …, billeting topology …   (see billeting/cli_scheduler.py)
+    billeting compute --host H --cell C --driver fake ...   (billeting.compute.command)
+    billeting conductor --cell C ...                         (billeting.conductor.command)
+    billeting cell-db upgrade|status --cell-db URL           (billeting.cells.command)
+    billeting audit --cell C=URL ...                         (billeting.cells.command)
     billeting --version
 
-Every failure the operator can fix (bad flag, bad URL, unreachable or
-outdated database, unreadable policy or config file) ends in one line on
-stderr and a non-zero exit status, never a traceback.
+Every failure the operator can fix ends in one line on stderr and a
+non-zero exit status, never a traceback: 2 for usage errors (a bad flag,
+setting value, config file or database URL: anything wrong before the
+network or the database is touched), 1 for the rest (unreachable or
+outdated database, unreadable or invalid policy file, port in use).
+Read-only commands (``db status``) create no files.
 """
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
 import logging
+import os
 import re
 import socket
 import sys
@@ -23,8 +33,10 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
-from billeting.config import Settings, SettingsError, default_db_url, load_settings
-from billeting.server import PlacementServer, bind_address
+from billeting.config import (Settings, SettingsError, default_db_url, ensure_default_data_dir, load_settings,
+                              read_config_file)
+from billeting.placement.tools.errors import ToolError
+from billeting.serving import bind_address
 
 LOG = logging.getLogger("billeting")
 
@@ -34,6 +46,14 @@ EXIT_FAILURE = 1
 
 class CliError(Exception):
     """A failure the operator can fix; printed as one line."""
+
+    exit_code = EXIT_FAILURE
+
+
+class UsageError(CliError):
+    """The command line or the configuration is wrong (exit status 2)."""
+
+    exit_code = EXIT_USAGE
 
 
 # --- parsing ----------------------------------------------------------------
@@ -74,6 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8778)")
     serve.add_argument("--workers", type=int, default=None, help="worker processes (default 1)")
     serve.add_argument("--threads", type=int, default=None, help="request threads per worker (default 4)")
+    serve.add_argument("--header-timeout", type=float, metavar="SECONDS", default=None,
+                       help="time a client gets to send its request line and headers (default 10)")
+    serve.add_argument("--body-timeout", type=float, metavar="SECONDS", default=None,
+                       help="time a client gets to send a request body (default 30)")
+    serve.add_argument("--keepalive-timeout", type=float, metavar="SECONDS", default=None,
+                       help="idle keep-alive connections are closed after this (default 5)")
+    serve.add_argument("--graceful-timeout", type=float, metavar="SECONDS", default=None,
+                       help="on SIGTERM/SIGINT, time given to requests in flight (default 10)")
+    serve.add_argument("--max-body-size", type=int, metavar="BYTES", default=None,
+                       help="larger request bodies get 413 (default 4194304)")
     serve.add_argument("--auth", choices=("noauth2", "keystone"), default=None,
                        help="authentication strategy (default noauth2)")
     serve.add_argument("--policy-file", metavar="PATH", default=None,
@@ -84,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                        action="extend", default=None, help="enable CORS for these origins")
     serve.add_argument("--cors-allow-header", dest="cors_allow_headers", metavar="NAME", nargs="+",
                        action="extend", default=None, help="extra request headers CORS allows")
+    serve.add_argument("--metrics-access", choices=("open", "policy"), default=None,
+                       help="GET /metrics for anyone (open, default) or for callers the "
+                            "billeting:metrics policy rule admits")
     serve.add_argument("--auto-upgrade", action="store_true", default=None,
                        help="apply pending schema migrations instead of refusing to start")
     serve.set_defaults(func=cmd_serve)
@@ -97,11 +130,28 @@ def build_parser() -> argparse.ArgumentParser:
     status = db_commands.add_parser("status", help="show the schema revision; exit 1 when behind")
     _add_common(status)
     status.set_defaults(func=cmd_db_status)
+
+    from billeting.placement.tools.cli import add_commands as add_placement_commands
+
+    add_placement_commands(commands, _add_common)
+    from billeting import cli_scheduler  # billeting scheduler …, billeting topology …
+
+    cli_scheduler.register(commands)
+    # The cell side: computes, the cell conductor, cell databases, the audit.
+    from billeting.cells import command as cell_command
+    from billeting.compute import command as compute_command
+    from billeting.conductor import command as conductor_command
+
+    compute_command.add_parser(commands)
+    conductor_command.add_parser(commands)
+    cell_command.add_parsers(commands)
     return parser
 
 
-_FLAG_NAMES = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "auth",
-               "policy_file", "legacy_policy", "cors_origins", "cors_allow_headers", "auto_upgrade")
+_FLAG_NAMES = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "header_timeout",
+               "body_timeout", "keepalive_timeout", "graceful_timeout", "max_body_size", "auth",
+               "policy_file", "legacy_policy", "cors_origins", "cors_allow_headers", "auto_upgrade",
+               "metrics_access")
 
 
 def settings_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
@@ -109,7 +159,7 @@ def settings_from_args(args: argparse.Namespace, environ: dict[str, str] | None 
     try:
         return load_settings(flags, environ)
     except SettingsError as exc:
-        raise CliError(str(exc)) from None
+        raise UsageError(str(exc)) from None
 
 
 # --- database ---------------------------------------------------------------
@@ -129,10 +179,29 @@ def resolve_database(settings: Settings) -> DatabaseTarget:
         url = normalize_url(raw)
     except (ArgumentError, ValueError) as exc:
         if isinstance(exc, UnsupportedDatabase):
-            raise CliError(str(exc)) from None
-        raise CliError(f"invalid database URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
+            raise UsageError(str(exc)) from None
+        raise UsageError(f"invalid database URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
                        "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
     return DatabaseTarget(url=url, shown=_hide_password(url), embedded=not settings.db)
+
+
+def prepare_embedded(target: DatabaseTarget) -> None:
+    """Create the data directory of the embedded database (commands that
+    write only: ``db status`` must not create anything)."""
+    if not target.embedded:
+        return
+    try:
+        ensure_default_data_dir()
+    except OSError as exc:
+        raise CliError(f"cannot create the data directory for {target.shown}: {exc.strerror}") from None
+
+
+def _sqlite_file(target: DatabaseTarget) -> str | None:
+    """The file behind an SQLite URL (None for in-memory databases)."""
+    url = make_url(target.url)
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return None
+    return url.database
 
 
 def _hide_password(url: str) -> str:
@@ -148,11 +217,18 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(orig).__name__
 
 
-def connect_engine(target: DatabaseTarget) -> Engine:
-    """An engine for ``target`` that has proven it can connect."""
+def connect_engine(target: DatabaseTarget, *, read_only: bool = False) -> Engine:
+    """An engine for ``target`` that has proven it can connect. ``read_only``:
+    SQLite is opened without Billeting's connection settings, which would
+    switch the file to WAL mode (a write)."""
+    from sqlalchemy import create_engine
+
     from billeting.placement.store.engine import make_engine
 
-    engine = make_engine(target.url, pool_size=1)
+    if read_only and _sqlite_file(target) is not None:
+        engine = create_engine(target.url)
+    else:
+        engine = make_engine(target.url, pool_size=1)
     try:
         with engine.connect():
             pass
@@ -229,6 +305,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     configure_logging(settings.log_level)
     target = resolve_database(settings)
+    prepare_embedded(target)
     engine = connect_engine(target)
     try:
         before, after = apply_migrations(engine, target)
@@ -247,11 +324,16 @@ def cmd_db_status(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     target = resolve_database(settings)
-    engine = connect_engine(target)
-    try:
-        current, head = migrate.current_revision(engine), migrate.head_revision()
-    finally:
-        engine.dispose()
+    head = migrate.head_revision()
+    sqlite_file = _sqlite_file(target)
+    if sqlite_file is not None and not os.path.exists(sqlite_file):
+        current = None  # nothing to look at, and nothing may be created
+    else:
+        engine = connect_engine(target, read_only=True)
+        try:
+            current = migrate.current_revision(engine)
+        finally:
+            engine.dispose()
     print(f"database {target.shown}: revision {current or 'none'}, head {head}"
           + ("" if current == head else
              f" (behind; run '{upgrade_command(target, settings, db_flag_given=args.db is not None)}')"))
@@ -281,6 +363,15 @@ def check_app(settings: Settings) -> None:
     from billeting.placement.api.app import make_app
     from billeting.placement.store.engine import make_engine
 
+    from billeting.placement.api.cors import check_header_name, check_origin
+
+    try:
+        for origin in settings.cors_origins:
+            check_origin(origin)
+        for name in settings.cors_allow_headers:
+            check_header_name(name)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if settings.auth == "keystone":
         check_keystone_config(settings)
     if settings.policy_file:
@@ -301,17 +392,14 @@ def check_app(settings: Settings) -> None:
 
 
 def check_keystone_config(settings: Settings) -> None:
-    import configparser
-
     if not settings.config_file:
-        raise CliError("--auth keystone needs --config-file with a [keystone_authtoken] section")
-    parser = configparser.ConfigParser(interpolation=None)
+        raise UsageError("--auth keystone needs --config-file with a [keystone_authtoken] section")
     try:
-        parser.read(settings.config_file)
-    except configparser.Error as exc:
-        raise CliError(f"cannot parse {settings.config_file}: {_first_line(exc)}") from None
+        parser = read_config_file(settings.config_file)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
     if not parser.has_section("keystone_authtoken"):
-        raise CliError(f"--auth keystone: {settings.config_file} has no [keystone_authtoken] section")
+        raise UsageError(f"--auth keystone: {settings.config_file} has no [keystone_authtoken] section")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -321,6 +409,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings.db = target.url  # workers open exactly what the master checked
     check_app(settings)
     check_listen(settings.host, settings.port)
+    prepare_embedded(target)
     engine = connect_engine(target)
     try:
         # The embedded default is created and migrated on first start.
@@ -331,11 +420,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
 
+    from billeting.placement.api.policy import describe as describe_policy
+
+    LOG.info("policy: %s", describe_policy(legacy=settings.legacy_policy, enforce_scope=settings.enforce_scope))
     LOG.info("billeting %s: Placement API on http://%s/ (db %s, %d worker(s) x %d thread(s), auth %s%s)",
              _version(), bind_address(settings.host, settings.port), target.shown, settings.workers,
              settings.threads, settings.auth,
              f", CORS for {', '.join(settings.cors_origins)}" if settings.cors_origins else "")
-    PlacementServer(settings).run()
+    from billeting.placement import serve
+
+    serve.run(settings)
     return 0
 
 
@@ -343,9 +437,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except CliError as exc:
+    except (CliError, ToolError) as exc:
         print(f"billeting: error: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
 

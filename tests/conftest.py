@@ -24,6 +24,9 @@ from billeting.placement.store import migrate, tables as t
 from billeting.placement.store.engine import make_engine, normalize_url
 from billeting.placement.store.sync import sync_standard_names
 
+# Fixtures shared by the scheduler and control-plane tests.
+pytest_plugins = ["tests.scheduler.fixtures"]
+
 SERVER_URLS = {
     "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/postgres",
     "mysql": "mysql+pymysql://root@127.0.0.1:3306/mysql",
@@ -117,6 +120,18 @@ def _clean_database(request):
     yield
     if "engine" in request.fixturenames:
         wipe(request.getfixturevalue("engine"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _verify_statement_cache():
+    """Every hit of the candidates engine's statement cache is rebuilt and
+    compared, in every test: a builder that forgets to mark a structural
+    choice fails loudly instead of reusing a statement of another shape."""
+    from billeting.placement.candidates import sql
+
+    sql.verify_cache = True
+    yield
+    sql.verify_cache = False
 
 
 @pytest.fixture(params=["one-query", "cached"])
@@ -266,3 +281,58 @@ def create_provider(client):
         return resp.json
 
     return create
+
+
+# --- RabbitMQ ---------------------------------------------------------------
+
+AMQP_BASE = os.environ.get("BILLETING_TEST_AMQP", "amqp://guest:guest@127.0.0.1:5672")
+
+
+def _rabbitmqctl(*args: str) -> None:
+    import subprocess
+
+    subprocess.run(["rabbitmqctl", "-q", *args], check=True, capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def amqp_vhost_factory():
+    """Makes RabbitMQ virtual hosts of this run's own (removed at the end).
+    Unreachable RabbitMQ: the test is skipped locally and fails in CI."""
+    import shutil
+    import socket
+
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(AMQP_BASE)
+    try:
+        socket.create_connection((parts.hostname, parts.port or 5672), timeout=2).close()
+        reachable = shutil.which("rabbitmqctl") is not None
+    except OSError:
+        reachable = False
+    if not reachable:
+        if os.environ.get("CI") == "true":
+            pytest.fail("RabbitMQ (and rabbitmqctl) is needed on 127.0.0.1:5672 in CI")
+        pytest.skip("RabbitMQ is not reachable on 127.0.0.1:5672 (see README: starting the local servers)")
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"billeting_test_{uuidlib.uuid4().hex[:10]}"
+        _rabbitmqctl("add_vhost", name)
+        _rabbitmqctl("set_permissions", "-p", name, parts.username or "guest", ".*", ".*", ".*")
+        made.append(name)
+        return f"{AMQP_BASE}/{name}"
+
+    yield make
+    for name in made:
+        try:
+            _rabbitmqctl("delete_vhost", name)
+        except Exception:  # noqa: BLE001 - cleanup must not mask the run's result
+            pass
+
+
+@pytest.fixture(params=["memory", "amqp"])
+def bus_url(request):
+    """A messaging space of the test's own, on each transport."""
+    if request.param == "memory":
+        return f"memory:///test-{uuidlib.uuid4().hex[:10]}"
+    return request.getfixturevalue("amqp_vhost_factory")()

@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 from sqlalchemy import create_engine, func, select, text
@@ -77,24 +76,72 @@ def test_usage_errors_are_one_line_and_exit_2(capsys, args, message):
     (["serve", "--port", "70000"], "port must be between 1 and 65535"),
     (["serve", "--db", "oracle://scott@db/orcl"], "unsupported database driver 'oracle'"),
     (["serve", "--db", "not a url"], "invalid database URL 'not a url'"),
+    (["db", "status", "--db", "not a url"], "invalid database URL 'not a url'"),
+    (["serve", "--auth", "keystone"], "--auth keystone needs --config-file"),
+    (["serve", "--cors-origin", "http://ok.example/"], "invalid CORS origin 'http://ok.example/'"),
+    (["serve", "--cors-origin", "http://ok.example", "--cors-allow-header", "Bad Header"],
+     "invalid CORS header name 'Bad Header'"),
+    (["serve", "--config-file", "/nonexistent/billeting.conf"],
+     "cannot read config file /nonexistent/billeting.conf: No such file or directory"),
+    (["db", "upgrade", "--config-file", "/nonexistent/billeting.conf"],
+     "cannot read config file /nonexistent/billeting.conf: No such file or directory"),
+])
+def test_bad_settings_are_usage_errors_one_line_exit_2(capsys, tmp_path, args, message):
+    # An empty-but-usable default DB location, so nothing touches the real home directory.
+    args = [*args] if "--db" in args else [*args, "--db", f"sqlite:///{tmp_path / 'x.sqlite'}"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("billeting: error: ") and message in err, err
+    assert not (tmp_path / "x.sqlite").exists()
+
+
+@pytest.mark.parametrize("args,message", [
     (["serve", "--db", "postgresql+psycopg://nobody:secret@127.0.0.1:1/none"],
      "cannot connect to database postgresql+psycopg://nobody:***@127.0.0.1:1/none"),
     (["db", "upgrade", "--db", "mysql+pymysql://root:pw@127.0.0.1:1/none"],
      "cannot connect to database mysql+pymysql://root:***@127.0.0.1:1/none"),
-    (["serve", "--auth", "keystone"], "--auth keystone needs --config-file"),
     (["serve", "--policy-file", "/nonexistent/policy.yaml"], "cannot read policy file /nonexistent/policy.yaml"),
-    (["serve", "--cors-origin", "http://ok.example/"], "invalid CORS origin 'http://ok.example/'"),
-    (["serve", "--cors-origin", "http://ok.example", "--cors-allow-header", "Bad Header"],
-     "invalid CORS header name 'Bad Header'"),
 ])
 def test_operator_errors_are_one_line_and_exit_1(capsys, tmp_path, args, message):
-    # An empty-but-usable default DB location, so nothing touches the real home directory.
     args = [*args] if "--db" in args else [*args, "--db", f"sqlite:///{tmp_path / 'x.sqlite'}"]
     assert cli.main(args) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith("billeting: error: ") and message in err, err
     assert "secret" not in err and ":pw@" not in err
+
+
+@pytest.mark.parametrize("text,message", [
+    ("port = 9000\n", "line 1: a [section] header must come first, not 'port = 9000'"),
+    ("[api]\nport 9000\n", "line 2: cannot parse 'port 9000' (expected 'name = value')"),
+    ("[api]\nport = 1\nport = 2\n", "line 3: option 'port' repeated in section [api]"),
+    ("[api]\n[api]\n", "line 2: section [api] repeated"),
+    ("[api\nport = 1\n", "line 1: a [section] header must come first, not '[api'"),
+])
+def test_malformed_config_file_is_one_line_naming_file_and_line(tmp_path, text, message):
+    conf = tmp_path / "billeting.conf"
+    conf.write_text(text)
+    result = run_cli("db", "status", "--config-file", str(conf))
+    assert result.returncode == 2
+    assert one_line_error(result) == f"billeting: error: {conf}, {message}"
+
+
+def test_bad_value_in_config_file_names_file_section_and_option(tmp_path):
+    conf = tmp_path / "billeting.conf"
+    conf.write_text("[api]\nworkers = many\n")
+    result = run_cli("serve", "--config-file", str(conf))
+    assert result.returncode == 2
+    assert one_line_error(result) == (f"billeting: error: {conf}: [api] workers: invalid value for workers: "
+                                      "invalid literal for int() with base 10: 'many'")
+
+
+def test_binary_config_file(tmp_path):
+    conf = tmp_path / "billeting.conf"
+    conf.write_bytes(b"\xff\xfe[api]\n")
+    result = run_cli("db", "status", "--config-file", str(conf))
+    assert (result.returncode, one_line_error(result)) == (
+        2, f"billeting: error: cannot read config file {conf}: it is not UTF-8 text")
 
 
 def test_bad_policy_file_is_reported(capsys, tmp_path):
@@ -121,7 +168,7 @@ def test_errors_from_the_real_command_have_no_traceback():
     assert one_line_error(result).startswith(
         "billeting: error: cannot connect to database sqlite:////nonexistent-dir/x.sqlite:")
     result = run_cli("serve", env=clean_environ(BILLETING_WORKERS="lots"))
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert one_line_error(result) == "billeting: error: invalid value for workers: " \
                                      "invalid literal for int() with base 10: 'lots'"
 
@@ -157,6 +204,41 @@ def test_serve_refuses_a_database_behind_with_the_fixing_command(empty_sqlite, c
     # The command it names really fixes it.
     assert cli.main(["db", "upgrade", "--db", empty_sqlite]) == 0
     assert revision_of(empty_sqlite) == HEAD
+
+
+def test_db_status_with_the_embedded_default_creates_nothing(tmp_path):
+    env = clean_environ(XDG_DATA_HOME=str(tmp_path / "data"), HOME=str(tmp_path / "home"))
+    result = run_cli("db", "status", env=env)
+    assert result.returncode == 1
+    url = f"sqlite:///{tmp_path / 'data' / 'billeting' / 'placement.sqlite'}"
+    assert result.stdout.strip() == f"database {url}: revision none, head {HEAD} (behind; run 'billeting db upgrade')"
+    assert list(tmp_path.iterdir()) == []
+    # db upgrade is the command that creates it.
+    assert run_cli("db", "upgrade", env=env).returncode == 0
+    assert run_cli("db", "status", env=env).returncode == 0
+
+
+def test_db_status_of_a_missing_sqlite_file_creates_nothing(tmp_path):
+    url = f"sqlite:///{tmp_path / 'nowhere' / 'x.sqlite'}"
+    assert cli.main(["db", "status", "--db", url]) == 1
+    url = f"sqlite:///{tmp_path / 'x.sqlite'}"
+    assert cli.main(["db", "status", "--db", url]) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_db_status_leaves_an_sqlite_file_as_it_was(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "other.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+    conn.execute("INSERT INTO alembic_version VALUES ('0001')")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    assert cli.main(["db", "status", "--db", f"sqlite:///{path}"]) == 1
+    assert path.read_bytes() == before  # not switched to WAL mode, nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite"]
 
 
 def test_fixing_command_names_the_config_file_when_the_db_comes_from_it(empty_sqlite, tmp_path, capsys):
@@ -201,9 +283,9 @@ def test_serve_with_two_workers_answers_and_stops_on_sigterm(db_url, engine):
         status, body = http.request("GET", "/resource_providers")
         assert status == 200 and [rp["name"] for rp in body["resource_providers"]] == ["served"]
         http.close()
-        begin = time.monotonic()
+        # It stops (within stop()'s generous deadline): how fast is measured
+        # and reported, never asserted (README: serving).
         assert stop(server, signal.SIGTERM) == 0
-        assert time.monotonic() - begin < 5
         log = server.log()
     assert "Booting worker" in log and log.count("Booting worker") == 2
     assert "ready: http://127.0.0.1:" in log
