@@ -1,0 +1,122 @@
+"""What a simulation run produces: the typed record that the terminal table,
+the JSON file, the HTML report and ``--compare`` all read.
+
+Every figure is per design, so designs compare field by field. Real
+(wall-clock) times are in milliseconds, virtual times in seconds; the
+field names say which. Optional fields are ``None`` when a run did not
+compute them (e.g. packing bounds skipped for a huge fleet), never 0.
+"""
+from __future__ import annotations
+
+import msgspec
+
+
+class Distribution(msgspec.Struct, frozen=True, kw_only=True):
+    """Summary of a sample, plus a bounded sample of the raw values for plots."""
+    count: int
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    max: float
+    # At most a few thousand values, chosen evenly: enough for a histogram.
+    sample: list[float] = []
+
+
+class FillPoint(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
+    """The fleet at one virtual instant."""
+    t_s: float
+    active: int            # instances ACTIVE (or building) at t
+    hosts_in_use: int      # hosts holding at least one allocation
+    vcpu_fill: float       # used / allocatable over the fleet, 0..1
+    memory_fill: float
+
+
+class HostCapacity(msgspec.Struct, frozen=True, kw_only=True):
+    """What a host can hold: (total - reserved) * allocation_ratio per class,
+    summed over its provider tree."""
+    host: str
+    cell: str
+    capacity: dict[str, int]
+
+
+class Placement(msgspec.Struct, frozen=True, kw_only=True):
+    """One instance alive at the end of the run and what it holds."""
+    instance: str
+    host: str
+    resources: dict[str, int]
+
+
+class PackingBound(msgspec.Struct, frozen=True, kw_only=True):
+    """How many hosts the final workload needs at least.
+
+    ``lp_bound`` is the linear-programming relaxation's optimum rounded up (a
+    true lower bound); ``compaction`` is the fewest hosts a Borg-style
+    repacking found the workload fits on (an upper bound on the optimum)."""
+    hosts_in_use: int
+    lp_bound: int | None
+    compaction: int | None
+    solver: str            # e.g. "highs", "or-tools", "skipped: fleet too large"
+
+
+class Violation(msgspec.Struct, frozen=True, kw_only=True):
+    """A constraint the independent checker found broken."""
+    kind: str              # capacity | trait | affinity | anti-affinity | ...
+    level: str | None = None   # host, rack, row, room, cell for affinity kinds
+    instance: str | None = None
+    host: str | None = None
+    detail: str
+
+
+class DesignResult(msgspec.Struct, frozen=True, kw_only=True):
+    name: str              # as named in the scenario, e.g. "scheduler-claims-2alt"
+    design: str            # legacy | conductor-claims | scheduler-claims
+    knobs: dict[str, str | int | float | bool] = {}
+
+    requested: int         # instances asked for
+    succeeded: int         # instances that became ACTIVE
+    errored: int           # instances that ended in ERROR
+    error_reasons: dict[str, int] = {}   # fault text (shortened) -> count
+    attempts_per_build: Distribution     # builds tried per instance
+    upcalls: int           # calls from a cell back to the scheduler
+    claim_conflicts: int   # claims Placement refused (409)
+    placement_requests: int
+    placement_requests_per_build: float
+
+    scheduler_latency_ms: Distribution   # real time of the real scheduler code
+    time_to_active_s: Distribution       # virtual time from request to ACTIVE
+
+    violations: list[Violation] = []
+    fill: list[FillPoint] = []
+    packing: PackingBound | None = None
+    stranded: dict[str, float] = {}      # class -> fraction of capacity stranded
+    anti_affinity_spread: dict[str, float] = {}   # level -> mean distinct domains per group / group size
+    wall_s: float = 0.0
+
+    # The end state, kept so packing and checks can be recomputed offline.
+    hosts: list[HostCapacity] = []
+    placements: list[Placement] = []
+
+    @property
+    def success_rate(self) -> float:
+        return self.succeeded / self.requested if self.requested else 1.0
+
+
+class RunResult(msgspec.Struct, frozen=True, kw_only=True):
+    scenario: str
+    seed: int
+    hosts: int
+    cells: int
+    requests: int
+    designs: list[DesignResult]
+    billeting_version: str
+    started_at: str        # ISO 8601, UTC
+    notes: list[str] = []  # e.g. why packing bounds were skipped
+
+
+def dump(run: RunResult) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(run), indent=1)
+
+
+def load(data: bytes) -> RunResult:
+    return msgspec.json.decode(data, type=RunResult)
