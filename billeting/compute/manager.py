@@ -287,6 +287,6 @@ class ComputeManager:
         destroyed = [uuid for uuid in self.driver.guests() if uuid not in wanted and self.driver.destroy(uuid)]
         recovery = Recovery(rescheduled=tuple(rescheduled), failed=tuple(failed), recast=tuple(recast),
                             deleted=tuple(deleted), guests_destroyed=tuple(destroyed), moves=moves)
-        if any(msgspec.structs.astuple(recovery)):
+        if any(msgspec.structs.astuple(recovery)[:-1]) or any(msgspec.structs.astuple(moves)):
             LOG.warning("compute %s recovered after a restart: %s", self.host, recovery)
         return recovery

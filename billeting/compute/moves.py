@@ -122,11 +122,13 @@ class ComputeMoves:
                 self._roll_back(uuid, msg.migration_uuid, TaskState.MIGRATING, FAILED,
                                 f"Live migration of instance {uuid} to {self.host} failed: {outcome}")
             return "failed"
+        # The guest runs here now: the source allocation goes first, so the
+        # instance is never seen active here while the migration still holds it.
+        self._free_migration(uuid, msg.migration_uuid, record)
         if not move_states.settle(self.engine, uuid, expect=TaskState.MIGRATING, vm_state=VmState.ACTIVE,
                                   selection=msg.selection):
-            self.driver.destroy(uuid)
+            self.driver.destroy(uuid)  # deleted meanwhile: the delete frees the rest
             return "stale"
-        self._free_migration(uuid, msg.migration_uuid, record)
         migrations.set_status(self.engine, msg.migration_uuid, COMPLETED, expect=RUNNING)
         self._cast(lambda: self.api.drop_guest(msg.source_host, uuid, msg.migration_uuid))
         LOG.info("instance %s live-migrated %s → %s", uuid, msg.source_host, self.host)

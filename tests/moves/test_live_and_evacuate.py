@@ -30,7 +30,7 @@ def test_live_migration_moves_the_allocation_and_drops_the_source(three):
 
     record = w.settled(uuid, VmState.ACTIVE)
     assert (record.host, record.compute_node_uuid) == ("h2", w.node("h2"))
-    assert w.migration(accepted.migration_uuid).status == "completed"
+    wait_for(lambda: w.migration(accepted.migration_uuid).status == "completed", what="the migration to complete")
     assert w.held(accepted.migration_uuid) == {}
     assert w.held(uuid) == w.on("h2", SMALL)
     wait_for(lambda: uuid not in w.drivers["h1"].guests(), what="the source guest to go")
@@ -99,7 +99,7 @@ def test_evacuate_doubles_the_allocation_until_the_source_comes_back(three):
     assert (accepted.kind, accepted.source_host, accepted.dest_host) == (MoveKind.EVACUATION, "h1", "h2")
     record = w.settled(uuid, VmState.ACTIVE)
     assert record.host == "h2"
-    assert w.migration(accepted.migration_uuid).status == "done"
+    wait_for(lambda: w.migration(accepted.migration_uuid).status == "done", what="the evacuation to be done")
     assert w.held(uuid) == {**w.on("h1", SMALL), **w.on("h2", SMALL)}
     assert w.held(accepted.migration_uuid) == {}
     w.check_invariant(doubled=(uuid,))
