@@ -432,4 +432,4 @@ def _owner(record: InstanceRecord) -> alloc.Owner:
 
 
 def _same_flavor(a: Flavor, b: Flavor) -> bool:
-    return msgspec.structs.replace(a, name="") == msgspec.structs.replace(b, name="") and a.name == b.name
+    return a == b

@@ -195,3 +195,33 @@ def test_delete_while_the_resize_is_in_flight_frees_both_allocations(three):
              what="the guests to go")
     assert w.held(uuid) == {} and w.held(accepted.migration_uuid) == {}
     assert w.usages() == {}
+
+
+def test_the_audit_leaves_a_resize_waiting_for_confirm_alone(three):
+    from billeting.cells import audit
+
+    w = three
+    uuid = w.boot()
+    accepted = w.tasks.resize(uuid)
+    w.settled(uuid, VmState.RESIZED)
+    providers = [w.node(h) for h in w.drivers]
+    report = audit.audit(w.placement, providers, {"cell1": w.engine}, remove_unknown=True)
+    assert report.findings == ()
+    assert w.held(accepted.migration_uuid) == w.on("h1", SMALL)
+
+
+def test_a_destination_killed_mid_resize_rolls_back_when_it_starts_again(three):
+    w = three
+    uuid = w.boot()
+    w.drivers["h2"].gate.clear()
+    accepted = w.tasks.resize(uuid, flavor=LARGE)
+    wait_for(w.drivers["h2"].waiting.is_set, what="the destination to start building")
+    w.d.computes["h2"].stop()  # the build is interrupted, as in a crash
+    assert w.record(uuid).task_state is TaskState.RESIZE_FINISH
+    w.restart("h2")
+    record = w.settled(uuid, VmState.ACTIVE)
+    assert (record.host, record.flavor) == ("h1", SMALL)
+    assert w.held(uuid) == w.on("h1", SMALL) and w.held(accepted.migration_uuid) == {}
+    assert w.migration(accepted.migration_uuid).status == "error"
+    assert uuid not in w.drivers["h2"].guests()
+    w.check_invariant()
