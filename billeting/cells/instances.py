@@ -55,6 +55,9 @@ class VmState(enum.StrEnum):
     ACTIVE = "active"
     ERROR = "error"
     DELETED = "deleted"
+    # A resize or cold migration finished on the destination and waits for
+    # confirm or revert (the API shows VERIFY_RESIZE); see cells.move_states.
+    RESIZED = "resized"
 
 
 class TaskState(enum.StrEnum):
@@ -62,6 +65,14 @@ class TaskState(enum.StrEnum):
     SPAWNING = "spawning"          # the compute is building it
     RESCHEDULING = "rescheduling"  # the attempt failed; the cell conductor picks the next host
     DELETING = "deleting"
+    # Moves (cells.move_states holds their transitions).
+    RESIZE_PREP = "resize_prep"            # the conductor is scheduling the destination
+    RESIZE_MIGRATING = "resize_migrating"  # cast to the destination, not yet taken
+    RESIZE_FINISH = "resize_finish"        # the destination is building the guest
+    RESIZE_REVERTING = "resize_reverting"
+    RESIZE_CONFIRMING = "resize_confirming"
+    MIGRATING = "migrating"                # live migration in flight
+    REBUILDING = "rebuilding"              # evacuation: rebuilt on another host
 
 
 # Nova's fault code for build failures; the API shows it with the message.

@@ -86,6 +86,15 @@ def for_instance(engine: Engine, instance_uuid: str) -> list[MigrationRecord]:
     return [_record(r) for r in rows]
 
 
+def involving(engine: Engine, host: str) -> list[MigrationRecord]:
+    """Migrations whose source or destination is ``host`` (a compute's recovery)."""
+    c = t.migrations.c
+    rows = run_read(engine, lambda conn: conn.execute(
+        select(t.migrations).where((c.source_compute == host) | (c.dest_compute == host))
+        .order_by(c.created_at, c.id)).all())
+    return [_record(r) for r in rows]
+
+
 def set_status(engine: Engine, uuid: str, status: str, *, expect: str | None = None,
                dest_compute: str | None = None, dest_node: str | None = None) -> bool:
     """Change the status (only from ``expect`` when given); False when the

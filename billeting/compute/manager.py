@@ -40,7 +40,9 @@ from billeting.cells import services
 from billeting.cells.handoff import build_message
 from billeting.cells.rpc import CellConductorAPI, ComputeAPI
 from billeting.cells.wiring import CellWiring
+from billeting.cells.move_cleanup import free_migrations
 from billeting.compute.driver import BuildAborted, BuildFailed, BuildInterrupted, VirtDriver
+from billeting.compute.moves import ComputeMoves, MoveRecovery
 from billeting.compute.reporting import TreeReporter
 from billeting.compute.resource_tracker import NodeReport, ResourceTracker
 from billeting.compute.settings import ComputeSettings
@@ -60,6 +62,7 @@ class Recovery(msgspec.Struct, frozen=True, kw_only=True):
     recast: tuple[str, ...] = ()        # builds cast here but never taken
     deleted: tuple[str, ...] = ()       # deletes finished
     guests_destroyed: tuple[str, ...] = ()
+    moves: MoveRecovery = MoveRecovery()
 
 
 class ComputeManager:
@@ -82,6 +85,7 @@ class ComputeManager:
         self._unknown_since: dict[str, float] = {}
         self._lock = threading.Lock()
         self._in_flight = 0
+        self.moves = ComputeMoves(self)
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -111,6 +115,7 @@ class ComputeManager:
             "terminate_instance": msgs.cast_handler(
                 lambda p: self.terminate_instance(msgs.decode_terminate(p).instance_uuid)),
             "refresh_service": msgs.cast_handler(lambda p: self.refresh_service()),
+            **self.moves.handlers(),
         }
 
     # --- periodic work -------------------------------------------------------------------
@@ -246,10 +251,15 @@ class ComputeManager:
             return False
         try:
             claims.unclaim(self.client, uuid)
+            # A move in progress holds the source under the migration's uuid.
+            left_behind = free_migrations(self.engine, self.client, uuid)
         except PlacementError as exc:
             LOG.error("delete of %s: could not free its allocations (%s); the sweep retries", uuid, exc)
             return False
         inst.finish_delete(self.engine, uuid)
+        for m in left_behind:
+            for other in {m.source_compute, m.dest_compute} - {self.host, None}:
+                self.moves.api.drop_guest(other, uuid, m.uuid)
         LOG.info("instance %s deleted on %s", uuid, self.host)
         return True
 
@@ -270,11 +280,13 @@ class ComputeManager:
             elif record.vm_state is inst.VmState.BUILDING and record.task_state is inst.TaskState.SCHEDULING:
                 self.computes.build_and_run_instance(self.host, build_message(record))
                 recast.append(record.uuid)
+        moves = self.moves.recover()
         wanted = {r.uuid for r in inst.get_many(self.engine, self.driver.guests()).values()
                   if r.host == self.host and r.vm_state in (inst.VmState.ACTIVE, inst.VmState.BUILDING)}
+        wanted |= self.moves.guests_to_keep()
         destroyed = [uuid for uuid in self.driver.guests() if uuid not in wanted and self.driver.destroy(uuid)]
         recovery = Recovery(rescheduled=tuple(rescheduled), failed=tuple(failed), recast=tuple(recast),
-                            deleted=tuple(deleted), guests_destroyed=tuple(destroyed))
-        if any(msgspec.structs.astuple(recovery)):
+                            deleted=tuple(deleted), guests_destroyed=tuple(destroyed), moves=moves)
+        if any(msgspec.structs.astuple(recovery)[:-1]) or any(msgspec.structs.astuple(moves)):
             LOG.warning("compute %s recovered after a restart: %s", self.host, recovery)
         return recovery

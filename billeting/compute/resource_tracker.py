@@ -63,7 +63,8 @@ class ResourceTracker:
 
     def update_available_resource(self) -> list[NodeReport]:
         with self._lock:
-            on_host = inst.on_host(self.engine, self.host, vm_states=(inst.VmState.BUILDING, inst.VmState.ACTIVE))
+            on_host = inst.on_host(self.engine, self.host, vm_states=(inst.VmState.BUILDING, inst.VmState.ACTIVE,
+                                                                              inst.VmState.RESIZED))
             reports = []
             for nodename in self.driver.node_names():
                 reports.append(self._update_node(nodename, [i for i in on_host if i.node == nodename]))

@@ -55,6 +55,7 @@ from billeting.cells import instances as inst
 from billeting.cells import messages as msgs
 from billeting.cells import services
 from billeting.cells.handoff import build_message
+from billeting.cells.move_cleanup import free_migrations
 from billeting.cells.periodic import Periodic
 from billeting.cells.rpc import ComputeAPI
 from billeting.cells.wiring import CellWiring
@@ -292,6 +293,12 @@ class CellConductor:
         if inst.begin_delete(self.engine, uuid) is None:
             return False
         if not self._unclaim(uuid):
+            return False
+        try:
+            # A move in progress holds the source under the migration's uuid.
+            free_migrations(self.engine, self.client, uuid)
+        except PlacementError as exc:
+            LOG.error("delete of %s: could not free its migration's allocations (%s); the sweep retries", uuid, exc)
             return False
         inst.finish_delete(self.engine, uuid)
         LOG.info("instance %s deleted by the cell conductor (its compute is down)", uuid)
