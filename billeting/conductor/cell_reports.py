@@ -54,12 +54,22 @@ class CellHostReports:
         return found
 
     def _discover(self, reports: Mapping[str, HostReport]) -> None:
+        """Map new hosts on a thread of its own: the reports are read while a
+        server group's decision may hold the API database (SQLite: its write
+        lock), so writing here would wait for ourselves."""
         new = {r.service_host: r.cell_uuid for r in reports.values()
                if r.service_host and r.cell_uuid and r.service_host not in self._mapped}
-        if not new:
+        if not new or not self._lock.acquire(blocking=False):
             return
-        with self._lock:
-            added = cell_mappings.map_hosts(self.api_engine, new)  # type: ignore[arg-type]
+        threading.Thread(target=self._map, args=(new,), name="discover-hosts", daemon=True).start()
+
+    def _map(self, new: dict[str, str]) -> None:
+        try:
+            added = cell_mappings.map_hosts(self.api_engine, new)
             self._mapped.update(new)
-        if added:
-            LOG.info("mapped %d new compute host(s) to their cells", added)
+            if added:
+                LOG.info("mapped %d new compute host(s) to their cells", added)
+        except Exception:  # noqa: BLE001 - tried again on the next refresh
+            LOG.exception("could not map compute hosts to their cells")
+        finally:
+            self._lock.release()
