@@ -49,7 +49,7 @@ def api_engine(api_db_url):
 
 
 class Plane:
-    def __init__(self, deployment: Deployment, api_engine, *, cells=("cell1",), computes=2,
+    def __init__(self, deployment: Deployment, api_engine, *, cells=("cell1",), computes=2,  # noqa: F811 - the fixture imported above
                  build_attempts: int = 3) -> None:
         self.d = deployment
         for name in ("cell0", *cells):
@@ -97,7 +97,7 @@ class Plane:
 
 
 @pytest.fixture
-def plane_factory(deployment, api_engine):
+def plane_factory(deployment, api_engine):  # noqa: F811 - the fixture imported above
     made = []
 
     def make(**kw) -> Plane:
