@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     compute_command.add_parser(commands)
     conductor_command.add_parser(commands)
     cell_command.add_parsers(commands)
+    # The control plane: the compute API (with its super conductor) and the all-in-one.
+    from billeting import up
+    from billeting.api.compute import command as compute_api_command
+
+    compute_api_command.add_parser(commands)
+    up.add_parser(commands)
     return parser
 
 

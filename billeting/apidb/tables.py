@@ -11,12 +11,14 @@ from sqlalchemy import (
     Boolean,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
     MetaData,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 
@@ -158,6 +160,142 @@ host_reports = Table(
     **MYSQL,
 )
 
+# --- the compute API's tables -------------------------------------------------------
+
+flavors = Table(
+    "flavors",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("flavorid", String(255), nullable=False),  # the id users see
+    Column("name", String(255), nullable=False),
+    Column("vcpus", Integer, nullable=False),
+    Column("memory_mb", Integer, nullable=False),
+    Column("root_gb", Integer, nullable=False),
+    Column("ephemeral_gb", Integer, nullable=False),
+    Column("swap", Integer, nullable=False),
+    Column("rxtx_factor", Float, nullable=False),
+    Column("description", Text, nullable=True),
+    Column("is_public", Boolean, nullable=False),
+    Column("disabled", Boolean, nullable=False),
+    *_timestamps(),
+    UniqueConstraint("flavorid"),
+    UniqueConstraint("name"),
+    **MYSQL,
+)
+
+flavor_extra_specs = Table(
+    "flavor_extra_specs",
+    metadata,
+    Column("flavor_id", Integer, ForeignKey("flavors.id", ondelete="CASCADE"), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("value", String(255), nullable=False),
+    **MYSQL,
+)
+
+# Cells: cell0 (database only) and every cell with a bus.
+cell_mappings = Table(
+    "cell_mappings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", String(36), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("database_connection", Text, nullable=False),
+    Column("transport_url", Text, nullable=True),
+    Column("disabled", Boolean, nullable=False),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    UniqueConstraint("name"),
+    **MYSQL,
+)
+
+host_mappings = Table(
+    "host_mappings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("host", String(255), nullable=False),
+    Column("cell_id", Integer, ForeignKey("cell_mappings.id", ondelete="CASCADE"), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("host"),
+    **MYSQL,
+)
+
+# The cell is NULL until the super conductor has placed the instance
+# (then the chosen cell, or cell0 when it could not be scheduled).
+instance_mappings = Table(
+    "instance_mappings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", String(36), nullable=False),
+    Column("cell_id", Integer, ForeignKey("cell_mappings.id", ondelete="SET NULL"), nullable=True),
+    Column("project_id", String(255), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("queued_for_delete", Boolean, nullable=False),
+    *_timestamps(),
+    UniqueConstraint("instance_uuid"),
+    Index(None, "project_id"),
+    **MYSQL,
+)
+
+# What the API shows for an instance no cell holds yet.
+build_requests = Table(
+    "build_requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", String(36), nullable=False),
+    Column("project_id", String(255), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("flavor", Text, nullable=False),  # JSON of scheduler.nova.Flavor
+    Column("image", Text, nullable=True),    # JSON of scheduler.nova.Image
+    Column("availability_zone", String(255), nullable=True),
+    *_timestamps(),
+    UniqueConstraint("instance_uuid"),
+    **MYSQL,
+)
+
+request_specs = Table(
+    "request_specs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", String(36), nullable=False),
+    Column("spec", Text, nullable=False),  # JSON of conductor.move_protocols.StoredRequestSpec
+    *_timestamps(),
+    UniqueConstraint("instance_uuid"),
+    **MYSQL,
+)
+
+# The small image catalog: an opaque id and the properties the scheduler reads.
+images = Table(
+    "images",
+    metadata,
+    Column("id", String(255), primary_key=True),
+    Column("name", String(255), nullable=False),
+    Column("properties", Text, nullable=False),  # JSON object of str -> str
+    *_timestamps(),
+    **MYSQL,
+)
+
+# Instance actions (create, delete, resize, ...) kept at the API level, so
+# moves and deletes are recorded wherever the instance lives.
+instance_actions = Table(
+    "instance_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("request_id", String(255), nullable=False),
+    Column("instance_uuid", String(36), nullable=False),
+    Column("action", String(255), nullable=False),
+    Column("project_id", String(255), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    Column("message", String(255), nullable=True),
+    Column("start_time", DateTime, nullable=False),
+    Column("finish_time", DateTime, nullable=True),
+    *_timestamps(),
+    Index(None, "instance_uuid"),
+    **MYSQL,
+)
+
 # Rows users create, children first (for tests that wipe the database).
-USER_DATA_TABLES = (server_group_members, server_groups, host_reports, topology_domains,
+USER_DATA_TABLES = (instance_actions, images, request_specs, build_requests, instance_mappings, host_mappings,
+                    cell_mappings, flavor_extra_specs, flavors,
+                    server_group_members, server_groups, host_reports, topology_domains,
                     aggregate_hosts, aggregate_metadata, aggregates)

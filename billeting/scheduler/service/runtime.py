@@ -11,13 +11,14 @@ groups, host reports) take it as their first argument.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Mapping
 
 from sqlalchemy import Engine
 
 from billeting.apidb.directory import SqlDirectory
 from billeting.apidb.host_reports import DOWN_AFTER_S, HostReportLoader
 from billeting.placement_client.client import PlacementClient
-from billeting.scheduler.catalog import PlacementHostCatalog
+from billeting.scheduler.catalog import HostReport, PlacementHostCatalog
 from billeting.scheduler.core import RankedHost, Scheduler
 from billeting.scheduler.request import ScheduleRequest
 from billeting.scheduler.selection import Selection
@@ -29,15 +30,18 @@ from billeting.scheduler.settings import SchedulerSettings
 class SchedulerService:
     def __init__(self, client: PlacementClient, engine: Engine, settings: SchedulerSettings | None = None, *,
                  down_after_s: float = DOWN_AFTER_S, directory_check_s: float = 1.0,
-                 group_lock_in_process: bool = False, rng: random.Random | None = None) -> None:
+                 group_lock_in_process: bool = False, rng: random.Random | None = None,
+                 reports: Callable[[], Mapping[str, HostReport]] | None = None) -> None:
         self.client = client
         self.engine = engine
+        # ``reports``: host records from elsewhere than the API database's
+        # table (the control plane reads its cell databases).
         self.settings = settings or SchedulerSettings()
         self.down_after_s = down_after_s
         self.directory = SqlDirectory(engine, self.settings.topology_levels, check_every=directory_check_s)
         self.catalog = PlacementHostCatalog(client, self.directory, default_cell=self.settings.default_cell,
                                             refresh_s=self.settings.catalog_refresh_s,
-                                            reports=HostReportLoader(engine, down_after_s=down_after_s))
+                                            reports=reports or HostReportLoader(engine, down_after_s=down_after_s))
         self.directory.on_change(self.catalog.invalidate)
         self.scheduler = Scheduler(client, self.catalog, self.directory, self.settings, rng=rng)
         self.group_lock = GroupLock(engine, in_process=group_lock_in_process)

@@ -1,0 +1,78 @@
+"""The compute API's WSGI app: routes, noauth2-style identity, microversions, Nova errors."""
+from __future__ import annotations
+
+import falcon
+
+from billeting.api.compute import actions, errors, flavors, microversion, root, server_groups, servers, services
+from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
+
+_ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
+
+
+class _Identity:
+    """``X-Auth-Token: user[:project]`` (``admin`` is an admin) or the Keystone
+    headers ``X-User-Id``/``X-Project-Id``/``X-Roles``; the microversion."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        request_id = new_request_id()
+        resp.set_header("x-openstack-request-id", request_id)
+        resp.set_header("x-compute-request-id", request_id)
+        version = microversion.negotiate({k.lower(): v for k, v in req.headers.items()})
+        resp.set_header("OpenStack-API-Version", f"compute {version}")
+        resp.set_header("X-OpenStack-Nova-API-Version", str(version))
+        resp.set_header("Vary", "OpenStack-API-Version, X-OpenStack-Nova-API-Version")
+        token = req.get_header("X-Auth-Token")
+        user = req.get_header("X-User-Id")
+        if not token and not user:
+            if req.path in _ROOTS:
+                req.context.nova = RequestContext("anonymous", "", False, version, request_id)
+                return
+            raise errors.NovaError(401, "Authentication required")
+        tuser, _, tproject = (token or "").partition(":")
+        user = user or tuser
+        project = req.get_header("X-Project-Id") or tproject or user
+        roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()}
+        is_admin = "admin" in roles or (req.get_header("X-Roles") is None and user == "admin")
+        req.context.nova = RequestContext(user, project, is_admin, version, request_id)
+
+    def process_response(self, req, resp, resource, req_succeeded) -> None:
+        resp.set_header("Content-Type", "application/json") if resp.data or resp.media is not None else None
+
+
+def make_app(deps: ComputeAPIDeps) -> falcon.App:
+    app = falcon.App(middleware=[_Identity()])
+    app.req_options.strip_url_path_trailing_slash = True
+    app.add_error_handler(Exception, errors.handle_any)
+    app.add_error_handler(falcon.HTTPError, errors.handle_http)
+    app.add_error_handler(errors.NovaError, errors.handle_nova)
+    app.add_route("/", root.Versions())
+    for prefix in ("/v2.1", "/v2"):
+        app.add_route(prefix, root.Version())
+        _routes(app, prefix, deps)
+    return app
+
+
+def _routes(app: falcon.App, p: str, deps: ComputeAPIDeps) -> None:
+    srv = servers.Servers(deps)
+    app.add_route(f"{p}/servers", srv)
+    app.add_route(f"{p}/servers/detail", srv, suffix="detail")
+    app.add_route(f"{p}/servers/{{server_id}}", servers.Server(deps))
+    app.add_route(f"{p}/servers/{{server_id}}/action", actions.ServerAction(deps))
+    ia = actions.InstanceActions(deps)
+    app.add_route(f"{p}/servers/{{server_id}}/os-instance-actions", ia)
+    app.add_route(f"{p}/servers/{{server_id}}/os-instance-actions/{{request_id}}", ia, suffix="one")
+    fl = flavors.Flavors(deps)
+    app.add_route(f"{p}/flavors", fl)
+    app.add_route(f"{p}/flavors/detail", fl, suffix="detail")
+    app.add_route(f"{p}/flavors/{{flavor_id}}", flavors.Flavor(deps))
+    app.add_route(f"{p}/flavors/{{flavor_id}}/os-extra_specs", flavors.ExtraSpecs(deps))
+    app.add_route(f"{p}/flavors/{{flavor_id}}/os-extra_specs/{{key}}", flavors.ExtraSpec(deps))
+    app.add_route(f"{p}/os-server-groups", server_groups.ServerGroups(deps))
+    app.add_route(f"{p}/os-server-groups/{{group_id}}", server_groups.ServerGroup(deps))
+    app.add_route(f"{p}/os-services", services.Services(deps))
+    app.add_route(f"{p}/os-services/{{service_id}}", services.Services(deps), suffix="one")
+    hv = services.Hypervisors(deps)
+    app.add_route(f"{p}/os-hypervisors", hv)
+    app.add_route(f"{p}/os-hypervisors/detail", hv, suffix="detail")
+    app.add_route(f"{p}/os-hypervisors/statistics", hv, suffix="statistics")
+    app.add_route(f"{p}/os-hypervisors/{{hypervisor_id}}", hv, suffix="one")

@@ -1,0 +1,124 @@
+"""``billeting compute-api serve``: the compute API with its super conductor and scheduler.
+
+    billeting compute-api serve [--port 8774] [--db URL] [--placement-url URL | --placement-db URL]
+                                [--transport-url URL] [--build-attempts 3] [--workers N]
+
+The cells come from the API database's cell mappings (``billeting compute-api
+cell add``). With ``--transport-url`` (the API bus) creates are cast to the
+super conductor topic and this process also serves it; without, each worker
+schedules in a thread of its own.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+
+LOG = logging.getLogger("billeting")
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("compute-api", help="the compute API (Nova's shapes) and its cell mappings")
+    sub = p.add_subparsers(dest="compute_api_command", required=True)
+    serve = sub.add_parser("serve", help="serve the compute API (foreground, until SIGTERM/SIGINT)")
+    _common(serve)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8774)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--threads", type=int, default=8)
+    serve.add_argument("--placement-url", default=None,
+                       help="Placement endpoint (default $BILLETING_PLACEMENT_URL, else http://127.0.0.1:8778)")
+    serve.add_argument("--placement-token", default="admin")
+    serve.add_argument("--placement-db", default=None, help="use Placement in-process on this database instead")
+    serve.add_argument("--transport-url", default=None, help="the API bus (default: none, in-process)")
+    serve.add_argument("--build-attempts", type=int, default=3, help="[conductor] build_attempts (default 3)")
+    serve.set_defaults(func=cmd_serve)
+    cell = sub.add_parser("cell", help="map a cell (cell0: no transport URL)")
+    cell_sub = cell.add_subparsers(dest="cell_command", required=True)
+    add = cell_sub.add_parser("add", help="create or update a cell mapping")
+    _common(add)
+    add.add_argument("name")
+    add.add_argument("--cell-db", required=True, help="the cell's database URL")
+    add.add_argument("--transport-url", default=None, help="the cell's bus (omit for cell0)")
+    add.set_defaults(func=cmd_cell_add)
+    image = sub.add_parser("image", help="add an image to the small image catalog")
+    image_sub = image.add_subparsers(dest="image_command", required=True)
+    put = image_sub.add_parser("add")
+    _common(put)
+    put.add_argument("id")
+    put.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
+    put.set_defaults(func=cmd_image_add)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, help="the API database (default $BILLETING_API_DB, else embedded SQLite)")
+    p.add_argument("--log-level", default="INFO")
+
+
+def _api_engine(args):
+    from billeting.apidb import migrate
+    from billeting.apidb.engine import default_url, make_engine
+
+    engine = make_engine(args.db or os.environ.get("BILLETING_API_DB") or default_url())
+    migrate.upgrade(engine)
+    return engine
+
+
+def cmd_cell_add(args) -> int:
+    from billeting.apidb import cell_mappings
+    from billeting.cells.wiring import open_cell_database
+
+    engine = _api_engine(args)
+    open_cell_database(args.cell_db, upgrade=True).dispose()
+    found = cell_mappings.ensure_cell(engine, name=args.name, database_connection=args.cell_db,
+                                      transport_url=args.transport_url)
+    print(f"cell {found.name} ({found.uuid}) mapped")
+    return 0
+
+
+def cmd_image_add(args) -> int:
+    from billeting import cli
+    from billeting.apidb import images
+
+    props = {}
+    for item in args.property:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise cli.UsageError(f"--property {item}: expected KEY=VALUE")
+        props[key] = value
+    images.put(_api_engine(args), args.id, name=args.id, properties=props)
+    print(f"image {args.id} added")
+    return 0
+
+
+def load_app(args):
+    """Runs in each worker after the fork."""
+    from billeting.api.compute.plane import ControlPlane
+    from billeting.apidb.cell_directory import CellCatalog
+    from billeting.messaging import Bus
+    from billeting.scheduler.service.config import ServiceConfig
+    from billeting.scheduler.serve import placement_client
+
+    engine = _api_engine(args)
+    config = ServiceConfig(placement_url=args.placement_url or os.environ.get("BILLETING_PLACEMENT_URL")
+                           or "http://127.0.0.1:8778", placement_token=args.placement_token,
+                           placement_db=args.placement_db or "")
+    plane = ControlPlane(api_engine=engine, cells=CellCatalog.open(engine), placement=placement_client(config),
+                         api_bus=Bus(args.transport_url) if args.transport_url else None,
+                         build_attempts=args.build_attempts)
+    return plane.app()
+
+
+def cmd_serve(args) -> int:
+    from billeting import cli
+    from billeting.placement.serve import render_server_error
+    from billeting.serving import ServeOptions, run
+
+    cli.configure_logging(args.log_level)
+    _api_engine(args).dispose()
+    run(ServeOptions(host=args.host, port=args.port, workers=args.workers, threads=args.threads,
+                     log_level=args.log_level, process_name="billeting-compute-api",
+                     on_ready=lambda url: LOG.info("ready: %s", url), render_error=render_server_error),
+        functools.partial(load_app, args))
+    return 0

@@ -1,0 +1,68 @@
+"""Errors in Nova's format: ``{"itemNotFound": {"code": 404, "message": "..."}}``."""
+from __future__ import annotations
+
+import logging
+
+import falcon
+import orjson
+
+LOG = logging.getLogger(__name__)
+
+FAULT_NAMES = {400: "badRequest", 401: "unauthorized", 403: "forbidden", 404: "itemNotFound",
+               405: "badMethod", 409: "conflictingRequest", 413: "overLimit", 415: "badMediaType",
+               429: "overLimit", 501: "notImplemented", 503: "serviceUnavailable"}
+
+
+class NovaError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def bad_request(message: str) -> NovaError:
+    return NovaError(400, message)
+
+
+def not_found(message: str) -> NovaError:
+    return NovaError(404, message)
+
+
+def forbidden(message: str = "Policy doesn't allow this operation to be performed.") -> NovaError:
+    return NovaError(403, message)
+
+
+def conflict(message: str) -> NovaError:
+    return NovaError(409, message)
+
+
+def document(status: int, message: str) -> bytes:
+    return orjson.dumps({FAULT_NAMES.get(status, "computeFault"): {"code": status, "message": message}})
+
+
+def _reply(resp: falcon.Response, status: int, message: str) -> None:
+    resp.status = status
+    resp.content_type = "application/json"
+    resp.data = document(status, message)
+
+
+def handle_nova(req, resp, exc: NovaError, params) -> None:
+    _reply(resp, exc.status, exc.message)
+
+
+def handle_http(req, resp, exc: falcon.HTTPError, params) -> None:
+    status = exc.status_code
+    message = exc.description or exc.title or "error"
+    if status == 404 and exc.description is None:
+        message = "The resource could not be found."
+    if status == 405:
+        message = "The method specified is not allowed for this resource."
+    _reply(resp, status, message)
+
+
+def handle_any(req, resp, exc: Exception, params) -> None:
+    if isinstance(exc, falcon.HTTPError):
+        handle_http(req, resp, exc, params)
+        return
+    LOG.exception("unexpected error on %s %s", req.method, req.path)
+    _reply(resp, 500, "Unexpected API Error. Please report this at the Billeting issue tracker.")

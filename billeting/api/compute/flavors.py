@@ -1,0 +1,180 @@
+"""``/flavors`` and ``/flavors/{id}/os-extra_specs``."""
+from __future__ import annotations
+
+import uuid as uuidlib
+
+import falcon
+
+from billeting.api.compute import schemas, views
+from billeting.api.compute.context import ComputeAPIDeps, RequestContext
+from billeting.api.compute.errors import NovaError, bad_request, conflict, not_found
+from billeting.apidb import flavors
+from billeting.scheduler.nova import _SPEC_KEY, _valid_class
+
+
+def _flavor_or_404(deps: ComputeAPIDeps, flavor_id: str) -> flavors.StoredFlavor:
+    found = flavors.get(deps.api_engine, flavor_id)
+    if found is None:
+        raise not_found(f"Flavor {flavor_id} could not be found.")
+    return found
+
+
+def _bool(value, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on", "t", "y"):
+        return True
+    if text in ("false", "0", "no", "off", "f", "n"):
+        return False
+    raise bad_request(f"Invalid input for field/attribute {field}. Value: {value}.")
+
+
+def check_extra_specs(specs: dict[str, str]) -> None:
+    """The Placement terms of extra specs must make sense (the scheduler would skip them silently)."""
+    for key, value in specs.items():
+        match = _SPEC_KEY.match(key)
+        if not match:
+            continue
+        if match.group(1) == "resources":
+            if not _valid_class(match.group(3)) or not str(value).isdigit():
+                raise bad_request(f"Validation failed; extra spec {key}={value}: expected a resource class and "
+                                  f"a non-negative amount.")
+        elif value not in ("required", "forbidden"):
+            raise bad_request(f"Validation failed; extra spec {key}={value}: expected required or forbidden.")
+
+
+class Flavors:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def _list(self, req, resp, detail: bool) -> None:
+        ctx: RequestContext = req.context.nova
+        found = flavors.listing(self.deps.api_engine, include_private=ctx.is_admin)
+        is_public = req.params.get("is_public")
+        if is_public is not None and is_public.lower() != "none":
+            want = _bool(is_public, "is_public")
+            found = [f for f in found if f.is_public == want]
+        for key, attr in (("minRam", "memory_mb"), ("minDisk", "root_gb")):
+            if key in req.params:
+                try:
+                    floor = int(req.params[key])
+                except ValueError:
+                    raise bad_request(f"Invalid {key} filter [{req.params[key]}]") from None
+                found = [f for f in found if getattr(f, attr) >= floor]
+        marker = req.params.get("marker")
+        if marker is not None:
+            ids = [f.flavorid for f in found]
+            if marker not in ids:
+                raise bad_request(f"marker [{marker}] not found")
+            found = found[ids.index(marker) + 1:]
+        if "limit" in req.params:
+            try:
+                found = found[:max(0, int(req.params["limit"]))]
+            except ValueError:
+                raise bad_request("limit param must be an integer") from None
+        resp.media = {"flavors": [views.flavor(f, version=ctx.version, base=req.prefix, detail=detail)
+                                  for f in found]}
+
+    def on_get(self, req, resp) -> None:
+        self._list(req, resp, False)
+
+    def on_get_detail(self, req, resp) -> None:
+        self._list(req, resp, True)
+
+    def on_post(self, req, resp) -> None:
+        ctx: RequestContext = req.context.nova
+        ctx.require_admin()
+        doc = schemas.body(req)
+        schemas.check(doc, schemas.FLAVOR_CREATE)
+        f = doc["flavor"]
+        flavorid = f.get("id")
+        flavorid = str(flavorid).strip() if flavorid not in (None, "auto") else str(uuidlib.uuid4())
+        if not flavorid:
+            raise bad_request("Invalid input for field/attribute id: an id must not be empty.")
+        if f.get("description") is not None and not ctx.version.at_least(55):
+            raise bad_request("Invalid input for field/attribute flavor: description needs microversion 2.55.")
+        swap = f.get("swap", 0)
+        try:
+            created = flavors.create(
+                self.deps.api_engine, flavorid=flavorid, name=f["name"].strip(), vcpus=int(f["vcpus"]),
+                memory_mb=int(f["ram"]), root_gb=int(f["disk"]),
+                ephemeral_gb=int(f.get("OS-FLV-EXT-DATA:ephemeral", 0)), swap=int(swap) if swap != "" else 0,
+                rxtx_factor=float(f.get("rxtx_factor", 1.0)), description=f.get("description"),
+                is_public=_bool(f.get("os-flavor-access:is_public", True), "os-flavor-access:is_public"))
+        except flavors.FlavorExists as exc:
+            raise conflict(str(exc)) from None
+        except (ValueError, OverflowError):
+            raise bad_request("Invalid input for field/attribute flavor: numbers out of range.") from None
+        resp.media = {"flavor": views.flavor(created, version=ctx.version, base=req.prefix)}
+
+
+class Flavor:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def on_get(self, req, resp, flavor_id: str) -> None:
+        ctx: RequestContext = req.context.nova
+        resp.media = {"flavor": views.flavor(_flavor_or_404(self.deps, flavor_id), version=ctx.version,
+                                             base=req.prefix)}
+
+    def on_delete(self, req, resp, flavor_id: str) -> None:
+        req.context.nova.require_admin()
+        if not flavors.delete_flavor(self.deps.api_engine, flavor_id):
+            raise not_found(f"Flavor {flavor_id} could not be found.")
+        resp.status = falcon.HTTP_202
+
+
+def _spec_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class ExtraSpecs:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def on_get(self, req, resp, flavor_id: str) -> None:
+        resp.media = {"extra_specs": _flavor_or_404(self.deps, flavor_id).extra_specs}
+
+    def on_post(self, req, resp, flavor_id: str) -> None:
+        req.context.nova.require_admin()
+        doc = schemas.body(req)
+        schemas.check(doc, schemas.EXTRA_SPECS)
+        specs = {k: _spec_text(v) for k, v in doc["extra_specs"].items()}
+        check_extra_specs(specs)
+        if flavors.set_extra_specs(self.deps.api_engine, flavor_id, specs) is None:
+            raise not_found(f"Flavor {flavor_id} could not be found.")
+        resp.media = {"extra_specs": specs}
+
+
+class ExtraSpec:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def on_get(self, req, resp, flavor_id: str, key: str) -> None:
+        specs = _flavor_or_404(self.deps, flavor_id).extra_specs
+        if key not in specs:
+            raise not_found(f"Flavor {flavor_id} has no extra specs with key {key}.")
+        resp.media = {key: specs[key]}
+
+    def on_put(self, req, resp, flavor_id: str, key: str) -> None:
+        req.context.nova.require_admin()
+        doc = schemas.body(req)
+        schemas.check(doc, schemas.EXTRA_SPEC_ONE)
+        if key not in doc:
+            raise bad_request("Request body and URI mismatch")
+        value = _spec_text(doc[key])
+        check_extra_specs({key: value})
+        if flavors.set_extra_specs(self.deps.api_engine, flavor_id, {key: value}) is None:
+            raise not_found(f"Flavor {flavor_id} could not be found.")
+        resp.media = {key: value}
+
+    def on_delete(self, req, resp, flavor_id: str, key: str) -> None:
+        req.context.nova.require_admin()
+        done = flavors.delete_extra_spec(self.deps.api_engine, flavor_id, key)
+        if done is None:
+            raise not_found(f"Flavor {flavor_id} could not be found.")
+        if not done:
+            raise NovaError(404, f"Flavor {flavor_id} has no extra specs with key {key}.")

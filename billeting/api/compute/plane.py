@@ -1,0 +1,91 @@
+"""The control plane above the cells, assembled: scheduler (host records from
+the cell databases), super conductor (on the API bus, or in-process), move
+tasks, and the compute API's dependencies.
+
+``make_move_tasks`` is the one place the move tasks are constructed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from sqlalchemy import Engine
+
+from billeting.api.compute.context import ComputeAPIDeps
+from billeting.apidb.cell_directory import CellCatalog
+from billeting.apidb.host_reports import HostReportLoader
+from billeting.apidb.request_specs import SqlRequestSpecs
+from billeting.cells.services import DEFAULT_DOWN_TIME_S
+from billeting.conductor import super_conductor as sc
+from billeting.conductor.cell_reports import CellHostReports
+from billeting.messaging import Bus
+from billeting.placement_client.client import PlacementClient
+from billeting.scheduler.service.runtime import SchedulerService
+from billeting.scheduler.settings import SchedulerSettings
+
+LOG = logging.getLogger(__name__)
+
+
+def make_move_tasks(*, cells: CellCatalog, api_engine: Engine, scheduler: SchedulerService,
+                    placement: PlacementClient):
+    """The move tasks (``billeting.conductor.moves.ConductorMoveTasks``), or
+    None while that module does not exist: server actions then answer 409."""
+    try:
+        from billeting.conductor.moves import ConductorMoveTasks  # type: ignore[import-not-found]
+    except ImportError:
+        LOG.warning("billeting.conductor.moves is not available: server move actions are disabled")
+        return None
+    return ConductorMoveTasks(cells=cells, specs=SqlRequestSpecs(api_engine), scheduler=scheduler.scheduler,
+                              placement=placement)
+
+
+class ControlPlane:
+    def __init__(self, *, api_engine: Engine, cells: CellCatalog, placement: PlacementClient,
+                 scheduler_settings: SchedulerSettings | None = None, build_attempts: int = sc.DEFAULT_BUILD_ATTEMPTS,
+                 api_bus: Bus | None = None, service_down_time_s: float = DEFAULT_DOWN_TIME_S,
+                 catalog_refresh_s: float | None = None, conductor_threads: int = 4) -> None:
+        settings = scheduler_settings or SchedulerSettings()
+        if catalog_refresh_s is not None:
+            settings = dataclasses.replace(settings, catalog_refresh_s=catalog_refresh_s)
+        self.api_engine = api_engine
+        self.cells = cells
+        self.placement = placement
+        reports = CellHostReports(api_engine, cells, base=HostReportLoader(api_engine, down_after_s=service_down_time_s),
+                                  down_time_s=service_down_time_s)
+        self.scheduler = SchedulerService(placement, api_engine, settings, down_after_s=service_down_time_s,
+                                          reports=reports)
+        self.conductor = sc.SuperConductor(api_engine=api_engine, cells=cells, scheduler=self.scheduler,
+                                           settings=sc.ConductorSettings(build_attempts=build_attempts))
+        self._server = None
+        self._pool: ThreadPoolExecutor | None = None
+        if api_bus is not None:
+            self._server = sc.serve(api_bus, self.conductor, threads=conductor_threads)
+            cast = sc.SuperConductorAPI(api_bus).schedule_and_build_instances
+        else:
+            self._pool = ThreadPoolExecutor(max_workers=conductor_threads, thread_name_prefix="super-conductor")
+            cast = self._submit
+        self.moves = make_move_tasks(cells=cells, api_engine=api_engine, scheduler=self.scheduler,
+                                     placement=placement)
+        self.deps = ComputeAPIDeps(api_engine=api_engine, cells=cells, scheduler=self.scheduler, cast_build=cast,
+                                   moves=self.moves, on_service_change=self.scheduler.catalog.invalidate,
+                                   service_down_time_s=service_down_time_s)
+
+    def _submit(self, plan: sc.BuildPlan) -> None:
+        def run() -> None:
+            try:
+                self.conductor.schedule_and_build(plan)
+            except Exception:  # noqa: BLE001 - logged; never lost silently
+                LOG.exception("request %s: scheduling and handing over failed", plan.request_id)
+        self._pool.submit(run)  # type: ignore[union-attr]
+
+    def app(self):
+        from billeting.api.compute.app import make_app
+
+        return make_app(self.deps)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

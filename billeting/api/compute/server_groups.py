@@ -1,0 +1,96 @@
+"""``/os-server-groups`` over the scheduler's server groups (``scheduler.service.groups``)."""
+from __future__ import annotations
+
+import falcon
+
+from billeting.api.compute import schemas
+from billeting.api.compute.context import ComputeAPIDeps, RequestContext
+from billeting.api.compute.errors import bad_request, not_found
+from billeting.apidb import server_groups as store
+from billeting.apidb.server_groups import StoredGroup
+from billeting.placement.store.tx import run_read
+from billeting.scheduler.service import groups
+from billeting.scheduler.service.errors import ServiceError
+
+
+def view(group: StoredGroup, ctx: RequestContext) -> dict:
+    body = {"id": group.uuid, "name": group.name, "members": list(group.members)}
+    if ctx.version.at_least(64):
+        body["policy"] = group.policy
+        body["rules"] = ({"max_server_per_host": group.max_server_per_host}
+                         if group.max_server_per_host is not None else {})
+    else:
+        body["policies"] = [group.policy]
+        body["metadata"] = {}
+    if ctx.version.at_least(13):
+        body["project_id"] = group.project_id
+        body["user_id"] = group.user_id
+    return body
+
+
+class ServerGroups:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def on_get(self, req, resp) -> None:
+        ctx: RequestContext = req.context.nova
+        all_projects = ctx.is_admin and req.params.get("all_projects", "").lower() in ("true", "1", "yes")
+        found = run_read(self.deps.api_engine, lambda conn: store.list_groups(
+            conn, project_id=None if all_projects else ctx.project_id))
+        offset = int(req.params.get("offset", 0) or 0) if str(req.params.get("offset", "0")).isdigit() else 0
+        found = found[offset:]
+        if str(req.params.get("limit", "")).isdigit():
+            found = found[:int(req.params["limit"])]
+        resp.media = {"server_groups": [view(g, ctx) for g in found]}
+
+    def on_post(self, req, resp) -> None:
+        ctx: RequestContext = req.context.nova
+        doc = schemas.body(req)
+        schemas.check(doc, schemas.SERVER_GROUP_CREATE)
+        sg = doc["server_group"]
+        if ctx.version.at_least(64):
+            if "policies" in sg or "policy" not in sg:
+                raise bad_request("Invalid input for field/attribute server_group: 'policy' is required and "
+                                  "'policies' is not allowed at microversion 2.64 or later.")
+            policy = sg["policy"]
+            rules = sg.get("rules") or {}
+        else:
+            if "policy" in sg or "rules" in sg or "policies" not in sg:
+                raise bad_request("Invalid input for field/attribute server_group: 'policies' is required before "
+                                  "microversion 2.64.")
+            policy = sg["policies"][0]
+            rules = {}
+            if policy.startswith("soft") and not ctx.version.at_least(15):
+                raise bad_request(f"Invalid input for field/attribute policies. Value: {policy}.")
+        if rules and policy != "anti-affinity":
+            raise bad_request("Invalid input for field/attribute rules: only the anti-affinity policy takes rules.")
+        max_per_host = int(rules["max_server_per_host"]) if "max_server_per_host" in rules else None
+        try:
+            created = groups.create(self.deps.scheduler, groups.GroupSpec(
+                name=sg["name"], policy=policy, project_id=ctx.project_id, user_id=ctx.user_id,
+                max_server_per_host=max_per_host))
+        except ServiceError as exc:
+            raise bad_request(exc.detail) from None
+        stored = groups.get(self.deps.scheduler, created.uuid)
+        resp.media = {"server_group": view(stored, ctx)}
+
+
+class ServerGroup:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def _get(self, ctx: RequestContext, group_id: str) -> StoredGroup:
+        found = run_read(self.deps.api_engine, lambda conn: store.get(conn, group_id.lower()))
+        if found is None or (not ctx.is_admin and found.project_id != ctx.project_id):
+            raise not_found(f"Instance group {group_id} could not be found.")
+        return found
+
+    def on_get(self, req, resp, group_id: str) -> None:
+        ctx: RequestContext = req.context.nova
+        resp.media = {"server_group": view(self._get(ctx, group_id), ctx)}
+
+    def on_delete(self, req, resp, group_id: str) -> None:
+        ctx: RequestContext = req.context.nova
+        found = self._get(ctx, group_id)
+        groups.delete(self.deps.scheduler, found.uuid)
+        resp.status = falcon.HTTP_204

@@ -1,0 +1,246 @@
+"""``/servers``: create (202, handed to the super conductor), show, list across cells, delete."""
+from __future__ import annotations
+
+import re
+import uuid as uuidlib
+
+import falcon
+from sqlalchemy import Connection
+
+from billeting.api.compute import schemas, views
+from billeting.api.compute.context import ComputeAPIDeps, RequestContext
+from billeting.api.compute.errors import bad_request
+from billeting.api.compute.lookup import Found, find, find_many
+from billeting.apidb import build_requests, flavors, images, instance_actions, instance_mappings, request_specs
+from billeting.apidb import server_groups as group_store
+from billeting.apidb.cell_mappings import CELL0
+from billeting.cells import handoff
+from billeting.cells import instances as inst
+from billeting.conductor.move_protocols import StoredRequestSpec
+from billeting.conductor.super_conductor import BuildPlan
+from billeting.placement.store.tx import run_read, run_write
+
+_SORT_KEY = lambda f: (f.record.created_at if f.record else f.build_request.created_at,  # noqa: E731
+                       f.mapping.instance_uuid)
+
+
+def ref_id(ref: str | int) -> str:
+    """``flavorRef``/``imageRef`` may be an id or a URL ending in one."""
+    text = str(ref).strip()
+    return text.rstrip("/").rsplit("/", 1)[-1] if "/" in text else text
+
+
+def _hints(doc: dict) -> dict:
+    hints = doc.get("os:scheduler_hints") or doc.get("OS-SCH-HNT:scheduler_hints") or {}
+    return hints if isinstance(hints, dict) else {}
+
+
+def _as_list(value) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(str(v) for v in value)
+
+
+def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: str) -> dict:
+    if found.record is None:
+        return views.server_from_build_request(found.build_request, version=ctx.version, base=base,
+                                               is_admin=ctx.is_admin)
+    fault = None
+    if found.record.vm_state.value in ("error", "deleted"):
+        engine = deps.cells.engine_of(found.cell) if found.cell else None
+        fault = inst.latest_fault(engine, found.record.uuid) if engine is not None else None
+    return views.server_from_record(found.record, fault, version=ctx.version, base=base, is_admin=ctx.is_admin)
+
+
+def base_url(req: falcon.Request) -> str:
+    return req.prefix  # scheme://host[:port][script_name]
+
+
+class Servers:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        ctx: RequestContext = req.context.nova
+        doc = schemas.body(req)
+        schemas.check(doc, schemas.SERVER_CREATE)
+        server = doc["server"]
+        if ctx.version.at_least(37) and "networks" not in server:
+            raise bad_request("Invalid input for field/attribute server. Value: networks is a required property "
+                              "at this microversion; use \"none\" or \"auto\".")
+        flavor = flavors.get(self.deps.api_engine, ref_id(server["flavorRef"]))
+        if flavor is None or flavor.disabled:
+            raise bad_request(f"Flavor {ref_id(server['flavorRef'])} could not be found.")
+        image = None
+        image_ref = ref_id(server.get("imageRef") or "")
+        if image_ref:
+            found_image = images.get(self.deps.api_engine, image_ref)
+            if found_image is None:
+                raise bad_request(f"Image {image_ref} could not be found.")
+            image = found_image.scheduler_image()
+        elif not server.get("block_device_mapping_v2"):
+            raise bad_request("Block Device Mapping is Invalid: imageRef is required unless booting from a "
+                              "volume.")
+        min_count, max_count = int(server.get("min_count", 1)), int(server.get("max_count",
+                                                                              server.get("min_count", 1)))
+        if min_count > max_count:
+            raise bad_request("min_count must be <= max_count")
+        if max_count > 1000:
+            raise bad_request("max_count must be at most 1000")
+        hints = _hints(doc)
+        group = hints.get("group")
+        if group is not None:
+            group = str(group).lower()
+            stored = run_read(self.deps.api_engine, lambda conn: group_store.get(conn, group))
+            if stored is None or (not ctx.is_admin and stored.project_id != ctx.project_id):
+                raise bad_request(f"Invalid input for field/attribute group. Value: {group}. "
+                                  f"Server group {group} could not be found.")
+        uuids = tuple(str(uuidlib.uuid4()) for _ in range(max_count))
+        name = server["name"]
+        names = tuple(f"{name}-{i + 1}" if max_count > 1 else name for i in range(max_count))
+        az = server.get("availability_zone")
+        plan = BuildPlan(request_id=ctx.request_id, instance_uuids=uuids, names=names, project_id=ctx.project_id,
+                         user_id=ctx.user_id, flavor=flavor.scheduler_flavor(), image=image, availability_zone=az,
+                         server_group=group, same_host=_as_list(hints.get("same_host")),
+                         different_host=_as_list(hints.get("different_host")))
+        is_bfv = not image_ref
+
+        def record(conn: Connection) -> None:
+            for uuid, each in zip(uuids, names):
+                build_requests.add(conn, instance_uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id,
+                                   name=each, flavor=plan.flavor, image=image, availability_zone=az)
+                instance_mappings.add(conn, instance_uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id)
+                request_specs.add(conn, StoredRequestSpec(
+                    instance_uuid=uuid, project_id=ctx.project_id, user_id=ctx.user_id, flavor=plan.flavor,
+                    image=image, is_bfv=is_bfv, availability_zone=az, server_group=group,
+                    hints={k: list(_as_list(v)) for k, v in hints.items() if k != "group"}))
+
+        run_write(self.deps.api_engine, record)
+        for uuid in uuids:
+            instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action="create",
+                                    request_id=ctx.request_id, project_id=ctx.project_id, user_id=ctx.user_id)
+        self.deps.cast_build(plan)
+        resp.status = falcon.HTTP_202
+        if str(server.get("return_reservation_id", "")).lower() == "true":
+            resp.media = {"reservation_id": f"r-{uuids[0][:8]}"}
+            return
+        first = uuids[0]
+        resp.location = f"{base_url(req)}/v2.1/servers/{first}"
+        resp.media = {"server": {"id": first, "links": views.link(base_url(req), "servers", first),
+                                 "OS-DCF:diskConfig": server.get("OS-DCF:diskConfig", "MANUAL"),
+                                 "security_groups": [{"name": "default"}],
+                                 "adminPass": server.get("adminPass") or uuidlib.uuid4().hex[:12]}}
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._list(req, resp, detail=False)
+
+    def on_get_detail(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self._list(req, resp, detail=True)
+
+    def _list(self, req: falcon.Request, resp: falcon.Response, *, detail: bool) -> None:
+        ctx: RequestContext = req.context.nova
+        params = req.params
+        all_tenants = str(params.get("all_tenants", "false")).lower() in ("", "1", "true", "yes", "on") \
+            if "all_tenants" in params else False
+        if all_tenants or params.get("project_id") or params.get("tenant_id"):
+            ctx.require_admin() if all_tenants else None
+        project = None if (ctx.is_admin and all_tenants) else (
+            params.get("project_id") or params.get("tenant_id") if ctx.is_admin else ctx.project_id)
+        if ctx.is_admin and not all_tenants and project is None:
+            project = ctx.project_id
+        mappings = instance_mappings.listing(self.deps.api_engine, project_id=project)
+        wanted_deleted = str(params.get("deleted", "")).lower() in ("true", "1") or params.get("status") == "DELETED"
+        found = [f for f in find_many(self.deps, mappings)
+                 if wanted_deleted or f.record is None or f.record.vm_state.value != "deleted"]
+        base = base_url(req)
+        bodies = [(f, server_body(self.deps, ctx, f, base)) for f in sorted(found, key=_SORT_KEY, reverse=True)]
+        bodies = self._filter(ctx, bodies, params)
+        limit = params.get("limit")
+        marker = params.get("marker")
+        if marker is not None:
+            ids = [b["id"] for _, b in bodies]
+            if marker not in ids:
+                raise bad_request(f"marker [{marker}] not found")
+            bodies = bodies[ids.index(marker) + 1:]
+        links = []
+        if limit is not None:
+            try:
+                n = int(limit)
+            except ValueError:
+                raise bad_request("limit param must be an integer") from None
+            if n < 0:
+                raise bad_request("limit param must be positive")
+            if len(bodies) > n:
+                bodies = bodies[:n]
+                if bodies:
+                    path = "servers/detail" if detail else "servers"
+                    links = [{"rel": "next", "href": f"{base}/v2.1/{path}?limit={n}&marker={bodies[-1][1]['id']}"}]
+            else:
+                bodies = bodies[:n]
+        if detail:
+            listed = [b for _, b in bodies]
+        else:
+            listed = [{"id": b["id"], "name": b["name"], "links": b["links"]} for _, b in bodies]
+        resp.media = {"servers": listed, **({"servers_links": links} if links else {})}
+
+    @staticmethod
+    def _filter(ctx: RequestContext, bodies: list, params) -> list:
+        name = params.get("name")
+        if name:
+            try:
+                pattern = re.compile(name)
+            except re.error:
+                raise bad_request(f"Invalid regular expression for name: {name}") from None
+            bodies = [(f, b) for f, b in bodies if pattern.search(b["name"])]
+        if params.get("status"):
+            wanted = {s.upper() for s in ([params["status"]] if isinstance(params["status"], str)
+                                          else params["status"])}
+            bodies = [(f, b) for f, b in bodies if b["status"] in wanted]
+        if params.get("host"):
+            ctx.require_admin()
+            bodies = [(f, b) for f, b in bodies if f.record is not None and f.record.host == params["host"]]
+        if params.get("node"):
+            ctx.require_admin()
+            bodies = [(f, b) for f, b in bodies if f.record is not None and f.record.node == params["node"]]
+        if params.get("flavor"):
+            bodies = [(f, b) for f, b in bodies if (f.record.flavor if f.record else f.build_request.flavor).name
+                      == params["flavor"] or params["flavor"] == b.get("flavor", {}).get("id")]
+        if params.get("image"):
+            bodies = [(f, b) for f, b in bodies if isinstance(b["image"], dict) and b["image"]["id"] == params["image"]]
+        if params.get("availability_zone"):
+            bodies = [(f, b) for f, b in bodies if b["OS-EXT-AZ:availability_zone"] == params["availability_zone"]]
+        return bodies
+
+
+class Server:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
+        ctx: RequestContext = req.context.nova
+        found = find(self.deps, ctx, server_id)
+        resp.media = {"server": server_body(self.deps, ctx, found, base_url(req))}
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
+        ctx: RequestContext = req.context.nova
+        found = find(self.deps, ctx, server_id)
+        uuid = found.mapping.instance_uuid
+        instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action="delete", request_id=ctx.request_id,
+                                project_id=ctx.project_id, user_id=ctx.user_id, finished=True)
+        if found.cell is None or found.record is None:
+            # Not handed to a cell yet: removing the build request is the delete;
+            # the super conductor sees it gone and gives its claim back.
+            if build_requests.remove(self.deps.api_engine, uuid):
+                instance_mappings.mark_deleted(self.deps.api_engine, uuid)
+                resp.status = falcon.HTTP_204
+                return
+            found = find(self.deps, ctx, server_id)
+            if found.record is None:
+                resp.status = falcon.HTTP_204
+                return
+        cell = found.cell
+        engine = self.deps.cells.engine_of(cell)
+        bus = None if cell == CELL0 else self.deps.cells.bus_of(cell)
+        handoff.request_delete(engine, bus, uuid, down_time_s=self.deps.service_down_time_s)
+        instance_mappings.mark_deleted(self.deps.api_engine, uuid)
+        resp.status = falcon.HTTP_204

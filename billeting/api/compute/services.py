@@ -1,0 +1,199 @@
+"""``/os-services`` (list, enable/disable a compute) and ``/os-hypervisors`` (nodes with usage),
+read from every cell's database."""
+from __future__ import annotations
+
+import uuid as uuidlib
+
+import falcon
+
+from billeting.api.compute import schemas, views
+from billeting.api.compute.context import ComputeAPIDeps, RequestContext
+from billeting.api.compute.errors import bad_request, not_found
+from billeting.cells import services as svc
+from billeting.cells.hosts import host_reports
+from billeting.cells.rpc import ComputeAPI
+
+_NOVA_BINARY = {svc.COMPUTE: "nova-compute", svc.CONDUCTOR: "nova-conductor"}
+_OUR_BINARY = {v: k for k, v in _NOVA_BINARY.items()}
+_NS = uuidlib.UUID("6c1e2a4e-0a3f-4b7a-9a55-5f4c2d8e1b10")
+
+
+def service_uuid(cell: str, host: str, binary: str) -> str:
+    return str(uuidlib.uuid5(_NS, f"{cell}/{host}/{binary}"))
+
+
+def _all_services(deps: ComputeAPIDeps) -> list[tuple[str, svc.ServiceRecord]]:
+    found = []
+    for cell, handle in sorted(deps.cells.cells().items()):
+        found.extend((cell, record) for record in svc.listing(handle.engine))
+    return found
+
+
+def service_view(index: int, cell: str, record: svc.ServiceRecord, ctx: RequestContext, down_s: float) -> dict:
+    binary = _NOVA_BINARY.get(record.binary, record.binary)
+    body = {"id": service_uuid(cell, record.host, record.binary) if ctx.version.at_least(53) else index,
+            "binary": binary, "host": record.host,
+            "zone": "nova" if record.binary == svc.COMPUTE else "internal",
+            "status": "disabled" if record.disabled else "enabled",
+            "state": "up" if record.is_up(down_s) else "down",
+            "updated_at": views.iso_micro(record.updated_at), "disabled_reason": record.disabled_reason}
+    if ctx.version.at_least(11):
+        body["forced_down"] = record.forced_down
+    return body
+
+
+class Services:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def on_get(self, req, resp) -> None:
+        ctx: RequestContext = req.context.nova
+        ctx.require_admin()
+        bodies = [service_view(i + 1, cell, rec, ctx, self.deps.service_down_time_s)
+                  for i, (cell, rec) in enumerate(_all_services(self.deps))]
+        if req.params.get("host"):
+            bodies = [b for b in bodies if b["host"] == req.params["host"]]
+        if req.params.get("binary"):
+            bodies = [b for b in bodies if b["binary"] == req.params["binary"]]
+        resp.media = {"services": bodies}
+
+    def _change(self, cell: str, record: svc.ServiceRecord, *, disabled: bool | None, reason: str | None,
+                forced_down: bool | None) -> svc.ServiceRecord:
+        engine = self.deps.cells.engine_of(cell)
+        if disabled is not None:
+            svc.set_disabled(engine, record.host, disabled, reason=reason, binary=record.binary)
+        if forced_down is not None:
+            svc.set_forced_down(engine, record.host, forced_down, binary=record.binary)
+        if record.binary == svc.COMPUTE:
+            bus = self.deps.cells.bus_of(cell)
+            if bus is not None:
+                # Push it now: the compute reports COMPUTE_STATUS_DISABLED to Placement.
+                ComputeAPI(bus).refresh_service(record.host)
+        self.deps.on_service_change()
+        return svc.get(engine, record.host, record.binary)  # type: ignore[return-value]
+
+    def on_put_one(self, req, resp, service_id: str) -> None:
+        ctx: RequestContext = req.context.nova
+        ctx.require_admin()
+        doc = schemas.body(req)
+        if service_id in ("enable", "disable", "disable-log-reason", "force-down"):
+            self._legacy(req, resp, ctx, service_id, doc)
+            return
+        if not ctx.version.at_least(53):
+            raise not_found("The resource could not be found.")
+        schemas.check(doc, schemas.SERVICE_UPDATE)
+        if not doc:
+            raise bad_request("At least one of status or forced_down must be specified.")
+        match = [(c, r) for c, r in _all_services(self.deps) if service_uuid(c, r.host, r.binary) == service_id]
+        if not match:
+            raise not_found(f"Service {service_id} could not be found.")
+        cell, record = match[0]
+        if doc.get("disabled_reason") and doc.get("status") != "disabled":
+            raise bad_request("Specifying 'disabled_reason' with status 'enabled' is invalid.")
+        if record.binary != svc.COMPUTE:
+            raise bad_request("Updating a nova-compute service is the only supported update.")
+        disabled = None if "status" not in doc else doc["status"] == "disabled"
+        record = self._change(cell, record, disabled=disabled, reason=doc.get("disabled_reason"),
+                              forced_down=doc.get("forced_down"))
+        resp.media = {"service": service_view(0, cell, record, ctx, self.deps.service_down_time_s)}
+
+    def _legacy(self, req, resp, ctx: RequestContext, action: str, doc) -> None:
+        if ctx.version.at_least(53):
+            raise not_found("The resource could not be found.")
+        schemas.check(doc, schemas.SERVICE_LEGACY)
+        binary = _OUR_BINARY.get(doc["binary"], doc["binary"])
+        match = [(c, r) for c, r in _all_services(self.deps) if r.host == doc["host"] and r.binary == binary]
+        if not match:
+            raise not_found(f"Host '{doc['host']}' is not mapped to any cell")
+        cell, record = match[0]
+        body = {"host": record.host, "binary": doc["binary"]}
+        if action == "force-down":
+            if "forced_down" not in doc:
+                raise bad_request("forced_down is required")
+            self._change(cell, record, disabled=None, reason=None, forced_down=doc["forced_down"])
+            body["forced_down"] = doc["forced_down"]
+        else:
+            reason = doc.get("disabled_reason") if action == "disable-log-reason" else None
+            if action == "disable-log-reason" and not reason:
+                raise bad_request("Missing disabled reason field")
+            self._change(cell, record, disabled=action != "enable", reason=reason, forced_down=None)
+            body["status"] = "enabled" if action == "enable" else "disabled"
+            if reason:
+                body["disabled_reason"] = reason
+        resp.media = {"service": body}
+
+
+class Hypervisors:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def _nodes(self):
+        found = []
+        for cell, handle in sorted(self.deps.cells.cells().items()):
+            reports = host_reports(handle.engine, cell=cell, down_time_s=self.deps.service_down_time_s)
+            services = {r.host: r for r in svc.listing(handle.engine, svc.COMPUTE)}
+            for node in svc.nodes(handle.engine):
+                found.append((cell, node, services.get(node.host), reports.get(node.nodename)))
+        return found
+
+    def _view(self, index: int, cell: str, node, service, report, ctx: RequestContext, detail: bool) -> dict:
+        new_ids = ctx.version.at_least(53)
+        body = {"id": node.uuid if new_ids else index, "hypervisor_hostname": node.nodename,
+                "state": "up" if report is not None and report.up else "down",
+                "status": "disabled" if service is not None and service.disabled else "enabled"}
+        if not detail:
+            return body
+        body.update({"host_ip": "127.0.0.1", "hypervisor_type": node.hypervisor_type, "hypervisor_version": 1,
+                     "service": {"host": node.host,
+                                 "id": service_uuid(cell, node.host, svc.COMPUTE) if new_ids else index,
+                                 "disabled_reason": service.disabled_reason if service else None}})
+        if not ctx.version.at_least(88):
+            body.update({"vcpus": node.vcpus, "memory_mb": node.memory_mb, "local_gb": node.local_gb,
+                         "vcpus_used": node.vcpus_used, "memory_mb_used": node.memory_mb_used,
+                         "local_gb_used": node.local_gb_used, "free_ram_mb": node.memory_mb - node.memory_mb_used,
+                         "free_disk_gb": node.local_gb - node.local_gb_used,
+                         "current_workload": report.num_io_ops if report and report.num_io_ops else 0,
+                         "running_vms": report.num_instances if report and report.num_instances else 0,
+                         "disk_available_least": node.local_gb - node.local_gb_used, "cpu_info": "{}"})
+        else:
+            body["uptime"] = None
+        return body
+
+    def _list(self, req, resp, detail: bool) -> None:
+        ctx: RequestContext = req.context.nova
+        ctx.require_admin()
+        bodies = [self._view(i + 1, *row, ctx, detail) for i, row in enumerate(self._nodes())]
+        pattern = req.params.get("hypervisor_hostname_pattern")
+        if pattern:
+            bodies = [b for b in bodies if pattern in b["hypervisor_hostname"]]
+        resp.media = {"hypervisors": bodies}
+
+    def on_get(self, req, resp) -> None:
+        self._list(req, resp, False)
+
+    def on_get_detail(self, req, resp) -> None:
+        self._list(req, resp, True)
+
+    def on_get_one(self, req, resp, hypervisor_id: str) -> None:
+        ctx: RequestContext = req.context.nova
+        ctx.require_admin()
+        for i, row in enumerate(self._nodes()):
+            if hypervisor_id in (row[1].uuid, str(i + 1)):
+                resp.media = {"hypervisor": self._view(i + 1, *row, ctx, True)}
+                return
+        raise not_found(f"Hypervisor with ID {hypervisor_id} could not be found.")
+
+    def on_get_statistics(self, req, resp) -> None:
+        ctx: RequestContext = req.context.nova
+        ctx.require_admin()
+        nodes = [row[1] for row in self._nodes()]
+        total = {"count": len(nodes)}
+        for key in ("vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used", "local_gb_used"):
+            total[key] = sum(getattr(n, key) for n in nodes)
+        total.update({"free_ram_mb": total["memory_mb"] - total["memory_mb_used"],
+                      "free_disk_gb": total["local_gb"] - total["local_gb_used"], "current_workload": 0,
+                      "running_vms": 0, "disk_available_least": total["local_gb"] - total["local_gb_used"]})
+        resp.media = {"hypervisor_statistics": total}
+
+
+__all__ = ["Services", "Hypervisors", "falcon"]

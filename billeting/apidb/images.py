@@ -1,0 +1,48 @@
+"""The small image catalog: an opaque id → name and properties (e.g.
+``trait:HW_CPU_X86_AVX2=required``). Images are out of Billeting's scope;
+this only gives ``imageRef`` something to resolve to."""
+from __future__ import annotations
+
+import msgspec
+from sqlalchemy import Connection, Engine, insert, select, update
+
+from billeting.apidb import tables as t
+from billeting.apidb.aggregates import utcnow
+from billeting.placement.store.tx import run_read, run_write
+from billeting.scheduler.nova import Image
+
+_enc = msgspec.json.Encoder().encode
+_dec = msgspec.json.Decoder(dict[str, str]).decode
+
+
+class CatalogImage(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    properties: dict[str, str]
+
+    def scheduler_image(self) -> Image:
+        return Image(id=self.id, properties=dict(self.properties))
+
+
+def put(engine: Engine, image_id: str, *, name: str = "", properties: dict[str, str] | None = None) -> CatalogImage:
+    now = utcnow()
+    props = _enc(properties or {}).decode()
+
+    def work(conn: Connection) -> None:
+        if not conn.execute(update(t.images).where(t.images.c.id == image_id).values(
+                name=name, properties=props, updated_at=now)).rowcount:
+            conn.execute(insert(t.images).values(id=image_id, name=name, properties=props, created_at=now,
+                                                 updated_at=now))
+
+    run_write(engine, work)
+    return CatalogImage(id=image_id, name=name, properties=dict(properties or {}))
+
+
+def get(engine: Engine, image_id: str) -> CatalogImage | None:
+    row = run_read(engine, lambda conn: conn.execute(select(t.images).where(t.images.c.id == image_id)).first())
+    return CatalogImage(id=row.id, name=row.name, properties=_dec(row.properties)) if row is not None else None
+
+
+def listing(engine: Engine) -> list[CatalogImage]:
+    rows = run_read(engine, lambda conn: conn.execute(select(t.images).order_by(t.images.c.id)).all())
+    return [CatalogImage(id=r.id, name=r.name, properties=_dec(r.properties)) for r in rows]

@@ -1,0 +1,75 @@
+"""Host records for the control plane's scheduler, read from the cell databases.
+
+Each cell's services and compute nodes say whether a host is enabled and
+up, how many builds failed on it and how many instances it runs
+(``cells.hosts.host_reports``); they are laid over what the API database's
+host-report table says (operators' overrides) and over Placement's view
+(``PlacementHostCatalog``), which re-reads them every refresh. Hosts seen
+for the first time are mapped to their cell in the API database, as
+``nova-manage cell_v2 discover_hosts`` would, but automatically.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from sqlalchemy import Engine
+
+from billeting.apidb import cell_mappings
+from billeting.apidb.cell_directory import CellCatalog
+from billeting.cells.hosts import host_reports, merged
+from billeting.cells.services import DEFAULT_DOWN_TIME_S
+from billeting.scheduler.catalog import HostReport
+
+LOG = logging.getLogger(__name__)
+
+
+class CellHostReports:
+    """A ``reports`` callable for ``PlacementHostCatalog`` / ``SchedulerService``."""
+
+    def __init__(self, api_engine: Engine, cells: CellCatalog, *,
+                 base: Callable[[], Mapping[str, HostReport]] | None = None,
+                 down_time_s: float = DEFAULT_DOWN_TIME_S) -> None:
+        self.api_engine = api_engine
+        self.cells = cells
+        self.base = base
+        self.down_time_s = down_time_s
+        self._mapped: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> dict[str, HostReport]:
+        from_cells = merged(host_reports(h.engine, cell=name, down_time_s=self.down_time_s)
+                            for name, h in self.cells.cells().items())
+        self._discover(from_cells)
+        found = dict(self.base()) if self.base is not None else {}
+        for node, report in from_cells.items():
+            below = found.get(node)
+            if below is None:
+                found[node] = report
+            else:
+                # The operator's table wins where it says something; the cell fills the rest.
+                found[node] = HostReport(**{f: getattr(below, f) if getattr(below, f) is not None
+                                            else getattr(report, f) for f in HostReport.__struct_fields__})
+        return found
+
+    def _discover(self, reports: Mapping[str, HostReport]) -> None:
+        """Map new hosts on a thread of its own: the reports are read while a
+        server group's decision may hold the API database (SQLite: its write
+        lock), so writing here would wait for ourselves."""
+        new = {r.service_host: r.cell_uuid for r in reports.values()
+               if r.service_host and r.cell_uuid and r.service_host not in self._mapped}
+        if not new or not self._lock.acquire(blocking=False):
+            return
+        threading.Thread(target=self._map, args=(new,), name="discover-hosts", daemon=True).start()
+
+    def _map(self, new: dict[str, str]) -> None:
+        try:
+            added = cell_mappings.map_hosts(self.api_engine, new)
+            self._mapped.update(new)
+            if added:
+                LOG.info("mapped %d new compute host(s) to their cells", added)
+        except Exception:  # noqa: BLE001 - tried again on the next refresh
+            LOG.exception("could not map compute hosts to their cells")
+        finally:
+            self._lock.release()

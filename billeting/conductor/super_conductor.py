@@ -1,0 +1,193 @@
+"""The super conductor: the only caller of the scheduler for new builds.
+
+For one server-create request (one or several instances sharing a shape):
+
+    scheduler.select(request, alternates = build_attempts - 1)   one call, all instances
+      ├─ NoValidHost / refusal ─▶ every instance buried in cell0, ERROR, the explanation as fault
+      └─ per instance [chosen, alt, ...]:
+           record + cast the build in the chosen host's cell (handoff.start_build)
+           instance mapping → that cell; build request deleted
+           (the user deleted it meanwhile: the build is deleted again in the cell)
+
+It holds the API database, every cell's database and bus, and the scheduler;
+a cell holds none of these (``cells.wiring``). The API reaches it by a cast
+on the API bus (``SuperConductorAPI``) or, in tests, by calling
+``schedule_and_build`` directly.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Protocol
+
+import msgspec
+from sqlalchemy import Engine
+
+from billeting.apidb import build_requests, instance_actions, instance_mappings
+from billeting.apidb.cell_directory import CellCatalog
+from billeting.apidb.cell_mappings import CELL0
+from billeting.cells import handoff
+from billeting.cells.messages import InstanceSpec, RequestSummary
+from billeting.messaging import Bus
+from billeting.scheduler.core import NoValidHost, SchedulerError
+from billeting.scheduler.nova import Flavor, Image, request_from_nova
+from billeting.scheduler.request import ScheduleRequest
+from billeting.scheduler.selection import Selection
+from billeting.scheduler.service.errors import ServiceError
+
+LOG = logging.getLogger(__name__)
+
+TOPIC = "super_conductor"
+DEFAULT_BUILD_ATTEMPTS = 3
+
+
+class Selector(Protocol):
+    """``SchedulerService.select``: with ``group`` the server group is loaded
+    into the request and the new members recorded."""
+
+    def select(self, request: ScheduleRequest, alternates: int = 0, *,
+               group: str | None = None) -> list[list[Selection]]: ...
+
+
+class ConductorSettings(msgspec.Struct, frozen=True, kw_only=True):
+    # ``[conductor] build_attempts``: hosts tried per instance, so
+    # build_attempts - 1 alternates are asked for.
+    build_attempts: int = DEFAULT_BUILD_ATTEMPTS
+
+    def check(self) -> None:
+        if self.build_attempts < 1:
+            raise ValueError("build_attempts must be at least 1")
+
+
+class BuildPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One server-create request as the API recorded it."""
+
+    request_id: str
+    instance_uuids: tuple[str, ...]
+    names: tuple[str, ...]
+    project_id: str
+    user_id: str
+    flavor: Flavor
+    image: Image | None = None
+    availability_zone: str | None = None
+    server_group: str | None = None
+    same_host: tuple[str, ...] = ()
+    different_host: tuple[str, ...] = ()
+
+
+class BuildOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    instance_uuid: str
+    cell: str | None          # None: deleted by the user before it got a cell
+    host: str | None
+    fault: str | None = None
+
+
+class SuperConductor:
+    def __init__(self, *, api_engine: Engine, cells: CellCatalog, scheduler: Selector,
+                 settings: ConductorSettings | None = None) -> None:
+        self.api_engine = api_engine
+        self.cells = cells
+        self.scheduler = scheduler
+        self.settings = settings or ConductorSettings()
+        self.settings.check()
+
+    def schedule_and_build(self, plan: BuildPlan) -> list[BuildOutcome]:
+        request = request_from_nova(
+            plan.flavor, plan.image, instance_uuids=plan.instance_uuids, project_id=plan.project_id,
+            user_id=plan.user_id, availability_zone=plan.availability_zone, same_host=plan.same_host,
+            different_host=plan.different_host)
+        summary = RequestSummary(project_id=plan.project_id, user_id=plan.user_id,
+                                 availability_zone=plan.availability_zone, server_group=plan.server_group,
+                                 retry=self.settings.build_attempts > 1)
+        try:
+            lines = self.scheduler.select(request, self.settings.build_attempts - 1, group=plan.server_group)
+        except NoValidHost as exc:
+            return self._bury_all(plan, summary, exc.explanation.message)
+        except (SchedulerError, ServiceError) as exc:
+            reason = getattr(exc, "message", None) or getattr(exc, "detail", None) or str(exc)
+            return self._bury_all(plan, summary, f"No valid host was found. {reason}")
+        return [self._hand_over(plan, summary, name, line)
+                for name, line in zip(plan.names, lines, strict=True)]
+
+    # --- per instance ----------------------------------------------------------------
+
+    def _spec(self, plan: BuildPlan, uuid: str, name: str) -> InstanceSpec:
+        return InstanceSpec(uuid=uuid, name=name, flavor=plan.flavor, image=plan.image)
+
+    def _hand_over(self, plan: BuildPlan, summary: RequestSummary, name: str,
+                   line: Sequence[Selection]) -> BuildOutcome:
+        chosen = line[0]
+        uuid = chosen.consumer_uuid
+        handle = self.cells.cells().get(chosen.cell_uuid)
+        if handle is None:
+            # A host the API level has no cell for: nothing can build it there.
+            LOG.error("instance %s: host %s is in unknown cell %s", uuid, chosen.service_host, chosen.cell_uuid)
+            self._unclaim(uuid, chosen)
+            return self._bury(plan, summary, uuid, name,
+                              f"No valid host was found. Host {chosen.service_host} is in unknown cell "
+                              f"{chosen.cell_uuid}.")
+        if build_requests.get(self.api_engine, uuid) is None:
+            # Deleted by the user while it was being scheduled: give the claim back.
+            self._unclaim(uuid, chosen)
+            instance_mappings.remove(self.api_engine, uuid)
+            return BuildOutcome(instance_uuid=uuid, cell=None, host=None)
+        handoff.start_build(handle.engine, handle.bus, instance=self._spec(plan, uuid, name), request=summary,
+                            selections=line)
+        instance_mappings.set_cell(self.api_engine, uuid, handle.name)
+        if not build_requests.remove(self.api_engine, uuid):
+            # The user's delete raced the hand-over: finish it in the cell.
+            handoff.request_delete(handle.engine, handle.bus, uuid)
+        return BuildOutcome(instance_uuid=uuid, cell=handle.name, host=chosen.service_host)
+
+    def _unclaim(self, uuid: str, chosen: Selection) -> None:
+        client = getattr(self.scheduler, "client", None)
+        if client is None:
+            return
+        try:
+            client.delete_allocations(uuid)
+        except Exception:  # noqa: BLE001 - the audit removes what is left
+            LOG.exception("could not delete the allocation of %s", uuid)
+
+    def _bury_all(self, plan: BuildPlan, summary: RequestSummary, reason: str) -> list[BuildOutcome]:
+        LOG.info("request %s: %s", plan.request_id, reason)
+        return [self._bury(plan, summary, uuid, name, reason)
+                for uuid, name in zip(plan.instance_uuids, plan.names, strict=True)]
+
+    def _bury(self, plan: BuildPlan, summary: RequestSummary, uuid: str, name: str, reason: str) -> BuildOutcome:
+        if self.cells.cell0 is None:
+            raise RuntimeError("no cell0 mapping: unschedulable instances have nowhere to go")
+        handoff.bury_in_cell0(self.cells.cell0, instance=self._spec(plan, uuid, name), request=summary,
+                              reason=reason)
+        instance_mappings.set_cell(self.api_engine, uuid, CELL0)
+        build_requests.remove(self.api_engine, uuid)
+        instance_actions.finish(self.api_engine, uuid, "create", message="Error")
+        return BuildOutcome(instance_uuid=uuid, cell=CELL0, host=None, fault=reason)
+
+
+# --- the API bus -------------------------------------------------------------------------
+
+_encode = msgspec.json.Encoder().encode
+_decode_plan = msgspec.json.Decoder(BuildPlan).decode
+
+
+class SuperConductorAPI:
+    """What the compute API casts on the API bus."""
+
+    def __init__(self, bus: Bus) -> None:
+        self.bus = bus
+
+    def schedule_and_build_instances(self, plan: BuildPlan) -> None:
+        self.bus.cast(TOPIC, "schedule_and_build_instances", _encode(plan))
+
+
+def serve(bus: Bus, conductor: SuperConductor, *, threads: int = 4):
+    """Handle casts of ``TOPIC`` on the API bus until the returned server stops."""
+
+    def handle(payload: bytes) -> None:
+        plan = _decode_plan(payload)
+        try:
+            conductor.schedule_and_build(plan)
+        except Exception:  # noqa: BLE001 - logged; the instances stay in BUILD for the operator to see
+            LOG.exception("request %s: scheduling and handing over failed", plan.request_id)
+
+    return bus.serve(TOPIC, {"schedule_and_build_instances": handle}, threads=threads)

@@ -1,0 +1,199 @@
+"""``billeting up``: the whole control plane and fake computes in one process.
+
+    billeting up [--cells 2] [--computes 20] [--port-base 8774] [--state-dir DIR]
+
+Placement, the scheduler, the compute API, the super conductor, one cell
+conductor per cell and fake computes, on embedded SQLite files in a state
+directory (emptied at start) and ``memory://`` buses: one API bus, one per
+cell. Each cell's services get only their cell's database and bus
+(``cells.wiring``). HTTP is served by threaded WSGI servers in this process:
+compute API on the port base, Placement on base+4, scheduler on base+5.
+Ctrl-C or SIGTERM stops everything.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import shutil
+import signal
+import threading
+import uuid as uuidlib
+from pathlib import Path
+from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+LOG = logging.getLogger("billeting")
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+def add_parser(commands) -> None:
+    p = commands.add_parser("up", help="run Placement, scheduler, compute API, conductors and fake computes in "
+                                       "one process (foreground, until Ctrl-C)")
+    p.add_argument("--cells", type=int, default=2, help="cells with computes (default 2)")
+    p.add_argument("--computes", type=int, default=20, help="fake compute hosts, spread over the cells (default 20)")
+    p.add_argument("--port-base", type=int, default=8774,
+                   help="compute API port; Placement on +4, scheduler on +5 (default 8774)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--state-dir", default=None,
+                   help="where the SQLite files go (default: the per-user state directory); emptied at start")
+    p.add_argument("--build-attempts", type=int, default=3, help="[conductor] build_attempts (default 3)")
+    p.add_argument("--vcpus", type=int, default=32, help="VCPUs of each fake compute (default 32)")
+    p.add_argument("--memory-mb", type=int, default=65536, help="memory of each fake compute (default 65536)")
+    p.add_argument("--disk-gb", type=int, default=1000, help="disk of each fake compute (default 1000)")
+    p.add_argument("--build-time", type=float, default=0.2, help="seconds a fake build takes (default 0.2)")
+    p.add_argument("--failure-rate", type=float, default=0.0, help="probability a build fails (default 0)")
+    p.add_argument("--log-level", default="INFO")
+    p.set_defaults(func=cmd_up)
+
+
+class AllInOne:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.stops: list = []
+
+    def start(self) -> dict[str, str]:
+        import platformdirs
+
+        from billeting.api.compute.plane import ControlPlane
+        from billeting.apidb import cell_mappings, images
+        from billeting.apidb import migrate as api_migrate
+        from billeting.apidb.cell_directory import CellCatalog
+        from billeting.cells.wiring import CellConfig, open_cell_database, wire_cell
+        from billeting.compute.fake import FakeConfig, FakeDriver
+        from billeting.compute.manager import ComputeManager
+        from billeting.compute.service import ComputeService
+        from billeting.compute.settings import ComputeSettings
+        from billeting.conductor.cell import CellConductor, ConductorSettings
+        from billeting.conductor.move_protocols import CellHandle
+        from billeting.config import Settings
+        from billeting.messaging import Bus
+        from billeting.placement.api.app import make_app as placement_app
+        from billeting.placement.store import migrate as placement_migrate
+        from billeting.placement.store.engine import make_engine
+        from billeting.placement.store.sync import sync_standard_names
+        from billeting.placement_client.inprocess import InProcessPlacementClient
+        from billeting.scheduler.api.app import make_app as scheduler_app
+
+        a = self.args
+        if a.cells < 1 or a.computes < 0:
+            raise ValueError("--cells must be at least 1 and --computes at least 0")
+        state = Path(a.state_dir) if a.state_dir else Path(platformdirs.user_state_dir("billeting")) / "up"
+        if state.exists():
+            shutil.rmtree(state)
+        state.mkdir(parents=True)
+        run = uuidlib.uuid4().hex[:8]
+
+        placement_url = f"sqlite:///{state / 'placement.sqlite'}"
+        placement_engine = make_engine(placement_url, pool_size=20)
+        placement_migrate.upgrade(placement_engine)
+        sync_standard_names(placement_engine)
+        settings = Settings(db=placement_url, auth="noauth2")
+        client = InProcessPlacementClient(placement_engine, settings)
+
+        api_engine = make_engine(f"sqlite:///{state / 'api.sqlite'}", pool_size=20)
+        api_migrate.upgrade(api_engine)
+        images.put(api_engine, "cirros", name="cirros")
+        images.put(api_engine, "avx2-image", name="avx2-image", properties={"trait:HW_CPU_X86_AVX2": "required"})
+
+        cell0_url = f"sqlite:///{state / 'cell0.sqlite'}"
+        cell_mappings.ensure_cell(api_engine, name="cell0", database_connection=cell0_url, transport_url=None)
+        cell0 = open_cell_database(cell0_url, upgrade=True)
+        handles, wirings = {}, {}
+        for i in range(1, a.cells + 1):
+            name = f"cell{i}"
+            config = CellConfig(name=name, database_url=f"sqlite:///{state / f'{name}.sqlite'}",
+                                transport_url=f"memory:///{name}-{run}")
+            cell_mappings.ensure_cell(api_engine, name=name, database_connection=config.database_url,
+                                      transport_url=config.transport_url)
+            wiring = wire_cell(config, client, upgrade=True)
+            wirings[name] = wiring
+            handles[name] = CellHandle(name, wiring.engine, Bus(config.transport_url))
+        cells = CellCatalog(api_engine, handles, cell0)
+
+        api_bus = Bus(f"memory:///api-{run}")
+        plane = ControlPlane(api_engine=api_engine, cells=cells, placement=client, api_bus=api_bus,
+                             build_attempts=a.build_attempts, catalog_refresh_s=2.0)
+        self.stops.append(plane.close)
+        self.stops.append(api_bus.close)
+
+        conductors = []
+        for name, wiring in wirings.items():
+            conductor = CellConductor(wiring, ConductorSettings(), name=f"conductor-{name}")
+            conductor.start()
+            conductors.append(conductor)
+        computes = []
+        per_cell: dict[str, list] = {name: [] for name in wirings}
+        names = list(wirings)
+        for i in range(a.computes):
+            cell = names[i % len(names)]
+            host = f"compute{i + 1:02d}"
+            driver = FakeDriver(host, FakeConfig(vcpus=a.vcpus, memory_mb=a.memory_mb, disk_gb=a.disk_gb,
+                                                 build_time_s=a.build_time, failure_rate=a.failure_rate))
+            per_cell[cell].append(ComputeManager(host, driver, wirings[cell],
+                                                 ComputeSettings(report_interval_s=5.0,
+                                                                 update_resources_interval_s=10.0)))
+        for cell, managers in per_cell.items():
+            if managers:
+                service = ComputeService(wirings[cell], managers)
+                service.start()
+                computes.append(service)
+        self.stops.append(lambda: [s.stop() for s in computes])
+        self.stops.append(lambda: [c.stop() for c in conductors])
+        self.stops.append(lambda: [w.close() for w in wirings.values()])
+        self.stops.append(lambda: [h.bus.close() for h in handles.values()])
+
+        from billeting.scheduler.service.runtime import SchedulerService  # noqa: F401 - the plane's
+
+        urls = {}
+        for label, port, app in (("compute API", a.port_base, plane.app()),
+                                 ("Placement", a.port_base + 4, placement_app(settings, placement_engine)),
+                                 ("scheduler", a.port_base + 5, scheduler_app(plane.scheduler))):
+            server = make_server(a.host, port, app, server_class=_Server, handler_class=_Quiet)
+            thread = threading.Thread(target=server.serve_forever, name=f"http-{port}", daemon=True)
+            thread.start()
+            self.stops.insert(0, lambda s=server: (s.shutdown(), s.server_close()))
+            urls[label] = f"http://{a.host}:{server.server_port}"
+        urls["state"] = str(state)
+        return urls
+
+    def stop(self) -> None:
+        for stop in self.stops:
+            try:
+                stop()
+            except Exception:  # noqa: BLE001 - stop the rest anyway
+                LOG.exception("while stopping")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from billeting import cli
+
+    cli.configure_logging(args.log_level)
+    everything = AllInOne(args)
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    try:
+        urls = everything.start()
+    except (ValueError, OSError) as exc:
+        everything.stop()
+        raise cli.CliError(f"billeting up: {exc}") from None
+    print(f"compute API  {urls['compute API']}/v2.1   (X-Auth-Token: admin)", flush=True)
+    print(f"Placement    {urls['Placement']}", flush=True)
+    print(f"scheduler    {urls['scheduler']}", flush=True)
+    print(f"cells        {args.cells} (+ cell0), {args.computes} fake computes; state in {urls['state']}",
+          flush=True)
+    print("ready; Ctrl-C stops", flush=True)
+    done.wait()
+    print("stopping", flush=True)
+    everything.stop()
+    print("stopped", flush=True)
+    return 0

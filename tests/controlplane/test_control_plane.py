@@ -1,0 +1,147 @@
+"""API → super conductor → scheduler → cell → compute, through the compute API."""
+from __future__ import annotations
+
+from billeting.apidb import build_requests, cell_mappings, instance_mappings
+from billeting.cells import instances as inst
+from tests.controlplane.conftest import wait_for
+
+
+def test_a_server_is_built_in_its_cell_and_deleted(plane_factory):
+    p = plane_factory(cells=("cell1", "cell2"), computes=2)
+    p.flavor()
+    uuid = p.boot()
+    wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+    mapping = instance_mappings.get(p.api_engine, uuid)
+    assert mapping.cell in ("cell1", "cell2")
+    assert build_requests.get(p.api_engine, uuid) is None
+    record = inst.get(p.cells.engine_of(mapping.cell), uuid)
+    assert record.host is not None
+    wait_for(lambda: cell_mappings.cell_of_host(p.api_engine, record.host) == mapping.cell,
+             what="the host mapped to its cell")  # discovered automatically
+    body = p.call("GET", f"/v2.1/servers/{uuid}").json["server"]
+    assert body["OS-EXT-SRV-ATTR:host"] == record.host and body["flavor"]["vcpus"] == 2
+    assert p.call("DELETE", f"/v2.1/servers/{uuid}").status_code == 204
+    wait_for(lambda: p.call("GET", f"/v2.1/servers/{uuid}").status_code == 404, what="deleted")
+    assert not p.d.placement.get_allocations(uuid).allocations
+    actions = p.call("GET", f"/v2.1/servers/{uuid}/os-instance-actions").json["instanceActions"]
+    assert {a["action"] for a in actions} == {"create", "delete"}
+
+
+def test_no_valid_host_buries_the_instance_in_cell0_with_the_explanation(plane_factory):
+    p = plane_factory()
+    p.flavor(fid="big", name="big", ram=10_000_000)
+    uuid = p.boot(flavor="big")
+    wait_for(lambda: p.status(uuid) == "ERROR", what="ERROR")
+    assert instance_mappings.get(p.api_engine, uuid).cell == "cell0"
+    fault = p.call("GET", f"/v2.1/servers/{uuid}").json["server"]["fault"]
+    assert fault["code"] == 500 and "No valid host" in fault["message"] and "memory" in fault["message"]
+    assert p.call("DELETE", f"/v2.1/servers/{uuid}").status_code == 204
+    wait_for(lambda: p.call("GET", f"/v2.1/servers/{uuid}").status_code == 404, what="deleted from cell0")
+
+
+def test_a_multi_instance_request_is_one_scheduler_request(plane_factory):
+    p = plane_factory(computes=2)
+    p.flavor()
+    calls = []
+    real = p.plane.scheduler.select
+    p.plane.conductor.scheduler = type("Spy", (), {
+        "select": lambda self, req, alt=0, *, group=None: calls.append((len(req.instance_uuids), alt)) or
+        real(req, alt, group=group), "client": p.d.placement})()
+    p.boot(name="many", min_count=3, max_count=3)
+    servers = wait_for(lambda: (lambda s: s if len(s) == 3 and all(x["status"] == "ACTIVE" for x in s) else None)(
+        p.call("GET", "/v2.1/servers/detail").json["servers"]), what="3 ACTIVE")
+    assert sorted(s["name"] for s in servers) == ["many-1", "many-2", "many-3"]
+    assert calls == [(3, 2)]  # build_attempts 3 → 2 alternates, in one call
+
+
+def test_a_disabled_compute_is_not_chosen(plane_factory):
+    p = plane_factory(computes=2)
+    p.flavor()
+    services = p.call("GET", "/v2.1/os-services").json["services"]
+    host1 = next(s for s in services if s["host"] == "host1")
+    r = p.call("PUT", f"/v2.1/os-services/{host1['id']}", {"status": "disabled", "disabled_reason": "maint"})
+    assert r.status_code == 200 and r.json["service"]["status"] == "disabled", r.text
+    for i in range(4):
+        uuid = p.boot(name=f"vm{i}")
+        wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+        assert p.call("GET", f"/v2.1/servers/{uuid}").json["server"]["OS-EXT-SRV-ATTR:host"] == "host2"
+    hyps = p.call("GET", "/v2.1/os-hypervisors/detail",
+                  headers={"OpenStack-API-Version": "compute 2.87"}).json["hypervisors"]
+    by_name = {h["hypervisor_hostname"]: h for h in hyps}
+    assert by_name["host1"]["status"] == "disabled" and by_name["host2"]["running_vms"] == 4
+    assert by_name["host2"]["vcpus_used"] >= 0
+
+
+def test_errors_are_in_novas_format(plane_factory):
+    p = plane_factory(computes=1)
+    p.flavor()
+    cases = [
+        (p.call("GET", "/v2.1/flavors/42"), 404, "itemNotFound", "Flavor 42 could not be found."),
+        (p.call("POST", "/v2.1/servers", raw=b"{not json"), 400, "badRequest", None),
+        (p.call("POST", "/v2.1/servers", {"server": {"name": "x", "flavorRef": "42", "imageRef": "cirros",
+                                                     "networks": "none"}}), 400, "badRequest",
+         "Flavor 42 could not be found."),
+        (p.call("POST", "/v2.1/servers", {"server": {"name": "x", "flavorRef": "1", "imageRef": "nope",
+                                                     "networks": "none"}}), 400, "badRequest", None),
+        (p.call("POST", "/v2.1/servers", {"server": {"name": "x", "flavorRef": "1", "imageRef": "cirros"}}),
+         400, "badRequest", None),  # networks required at 2.37+
+        (p.call("POST", "/v2.1/servers", {"server": {"name": ["x"] * 5, "flavorRef": {"a": 1}}}), 400,
+         "badRequest", None),
+        (p.call("POST", "/v2.1/servers", [1, 2, 3]), 400, "badRequest", None),
+        (p.call("GET", "/v2.1/servers", headers={"OpenStack-API-Version": "compute 2.999"}), 406, "computeFault",
+         None),
+        (p.call("GET", "/v2.1/servers", headers={"OpenStack-API-Version": "compute x.y"}), 400, "badRequest",
+         None),
+        (p.call("GET", "/v2.1/os-services", headers={"X-Auth-Token": "alice:p1"}), 403, "forbidden", None),
+        (p.call("POST", "/v2.1/flavors", {"flavor": {"name": "small", "ram": 1, "vcpus": 1, "disk": 0, "id": "1"}}),
+         409, "conflictingRequest", None),
+        (p.call("GET", "/v2.1/servers/00000000-0000-0000-0000-000000000000"), 404, "itemNotFound", None),
+        (p.call("GET", "/v2.1/servers", headers={"X-Auth-Token": ""}), 401, "unauthorized", None),
+        (p.call("GET", "/v2.1/servers?limit=abc"), 400, "badRequest", None),
+        (p.call("GET", "/v2.1/servers?marker=nope"), 400, "badRequest", None),
+        (p.call("POST", "/v2.1/flavors/1/os-extra_specs", {"extra_specs": {"resources:VCPU": "-1"}}), 400,
+         "badRequest", None),
+    ]
+    for r, status, kind, message in cases:
+        assert r.status_code == status, (status, r.text)
+        assert set(r.json) == {kind}, r.text
+        assert r.json[kind]["code"] == status
+        if message:
+            assert r.json[kind]["message"] == message
+
+
+def test_moves_answer_409_while_no_move_tasks_are_wired(plane_factory):
+    p = plane_factory(computes=1)
+    p.flavor()
+    uuid = p.boot()
+    wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+    if p.plane.moves is not None:  # the move tasks are merged: their own tests cover them
+        return
+    r = p.call("POST", f"/v2.1/servers/{uuid}/action", {"migrate": None})
+    assert r.status_code == 409 and "conflictingRequest" in r.json
+    r = p.call("POST", f"/v2.1/servers/{uuid}/action", {"reboot": {}})
+    assert r.status_code == 400
+
+
+def test_server_groups_and_anti_affinity(plane_factory):
+    p = plane_factory(computes=2)
+    p.flavor()
+    r = p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "g", "policy": "anti-affinity"}})
+    assert r.status_code == 200, r.text
+    group = r.json["server_group"]
+    assert group["policy"] == "anti-affinity" and group["rules"] == {}
+    old = p.call("GET", f"/v2.1/os-server-groups/{group['id']}", headers={"OpenStack-API-Version": "compute 2.1"})
+    assert old.json["server_group"]["policies"] == ["anti-affinity"]
+    uuids = []
+    for i in range(2):
+        r = p.call("POST", "/v2.1/servers", {"server": {"name": f"g{i}", "flavorRef": "1", "imageRef": "cirros",
+                                                        "networks": "none"},
+                                             "os:scheduler_hints": {"group": group["id"]}})
+        assert r.status_code == 202, r.text
+        uuids.append(r.json["server"]["id"])
+        wait_for(lambda: p.status(uuids[-1]) == "ACTIVE", what="ACTIVE")
+    hosts = {p.call("GET", f"/v2.1/servers/{u}").json["server"]["OS-EXT-SRV-ATTR:host"] for u in uuids}
+    assert len(hosts) == 2
+    members = p.call("GET", f"/v2.1/os-server-groups/{group['id']}").json["server_group"]["members"]
+    assert sorted(members) == sorted(uuids)
+    assert p.call("DELETE", f"/v2.1/os-server-groups/{group['id']}").status_code == 204

@@ -1,0 +1,114 @@
+"""``billeting up`` as a user runs it, driven over HTTP with curl-like calls and with openstacksdk."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import requests
+import pytest
+
+from tests.cells.conftest import wait_for
+
+
+def _free_base() -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base < 60000:
+            ok = True
+            for off in (0, 4, 5):
+                with socket.socket() as s:
+                    try:
+                        s.bind(("127.0.0.1", base + off))
+                    except OSError:
+                        ok = False
+            if ok:
+                return base
+
+
+@pytest.fixture
+def up(tmp_path):
+    base = _free_base()
+    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "billeting"), "up", "--cells", "2", "--computes", "4",
+                             "--port-base", str(base), "--state-dir", str(tmp_path / "state")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("ready"):
+            break
+    else:
+        raise AssertionError("billeting up never got ready:\n" + "".join(lines))
+    url = f"http://127.0.0.1:{base}"
+    yield url, proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+class _Client:
+    def __init__(self, base: str, headers: dict) -> None:
+        self.base, self.s = base, requests.Session()
+        self.s.headers.update(headers)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.s.close()
+
+    def get(self, path):
+        return self.s.get(self.base + path, timeout=30)
+
+    def post(self, path, json):
+        return self.s.post(self.base + path, json=json, timeout=30)
+
+    def delete(self, path):
+        return self.s.delete(self.base + path, timeout=30)
+
+
+def test_up_builds_a_server_and_stops_on_sigint(up):
+    url, proc = up
+    h = {"X-Auth-Token": "admin", "OpenStack-API-Version": "compute 2.90"}
+    with _Client(url, h) as c:
+        assert c.get("/").json()["versions"][0]["version"] == "2.90"
+        r = c.post("/v2.1/flavors", json={"flavor": {"name": "small", "ram": 2048, "vcpus": 2, "disk": 20,
+                                                     "id": "1"}})
+        assert r.status_code == 200, r.text
+        r = c.post("/v2.1/servers", json={"server": {"name": "vm", "flavorRef": "1", "imageRef": "cirros",
+                                                     "networks": "none"}})
+        assert r.status_code == 202 and r.headers["location"].endswith(r.json()["server"]["id"])
+        uuid = r.json()["server"]["id"]
+        wait_for(lambda: c.get(f"/v2.1/servers/{uuid}").json()["server"]["status"] == "ACTIVE", what="ACTIVE")
+        assert c.delete(f"/v2.1/servers/{uuid}").status_code == 204
+        wait_for(lambda: c.get(f"/v2.1/servers/{uuid}").status_code == 404, what="deleted")
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and "stopped" in out
+
+
+def test_openstacksdk_drives_the_compute_api(up):
+    openstack = pytest.importorskip("openstack")
+    url, proc = up
+    conn = openstack.connection.Connection(
+        auth_type="admin_token", auth={"token": "admin", "endpoint": f"{url}/v2.1"},
+        compute_endpoint_override=f"{url}/v2.1", identity_api_version="3")
+    flavor = conn.compute.create_flavor(name="sdk", ram=1024, vcpus=1, disk=10, id="sdk")
+    assert conn.compute.get_flavor("sdk").ram == 1024
+    group = conn.compute.create_server_group(name="g", policy="anti-affinity")
+    assert conn.compute.get_server_group(group.id).name == "g"
+    server = conn.compute.create_server(name="sdk-vm", flavor_id=flavor.id, image_id="cirros", networks="none")
+    server = conn.compute.wait_for_server(server, status="ACTIVE", wait=60, interval=0.5)
+    assert server.status == "ACTIVE"
+    assert [s.id for s in conn.compute.servers(name="sdk-vm")] == [server.id]
+    assert {s.binary for s in conn.compute.services()} == {"nova-compute", "nova-conductor"}
+    conn.compute.delete_server(server)
+    conn.compute.wait_for_delete(server, wait=60, interval=0.5)
+    conn.close()
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=30)
