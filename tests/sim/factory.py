@@ -21,7 +21,7 @@ def dist(values: list[float]) -> Distribution:
         return v[min(len(v) - 1, int(p * len(v)))]
 
     return Distribution(count=len(v), p50=q(0.5), p90=q(0.9), p99=q(0.99),
-                        mean=sum(v) / len(v), max=v[-1], sample=v[:: max(1, len(v) // 2000)])
+                        mean=sum(v) / len(v), max=v[-1], sample=v[:: max(1, len(v) // 1000)])
 
 
 def lognormal(rng: random.Random, n: int, median: float, sigma: float) -> list[float]:
@@ -43,12 +43,13 @@ def design(name: str = "scheduler-claims", kind: str | None = None, *, seed: int
     attempts = [1.0] * requested
     for i in range(min(retried, requested)):
         attempts[i] = 2.0 + (i % 3 == 0)
-    lat = lognormal(rng, 2000, latency_ms, latency_sigma)
-    act = lognormal(rng, min(succeeded, 2000), active_s, 0.25)
+    lat = lognormal(rng, 1000, latency_ms, latency_sigma)
+    act = lognormal(rng, min(succeeded, 1000), active_s, 0.25)
     fill = []
+    rate = 2.0 + rng.random() * 2     # each design fills at its own pace
     for k in range(fill_points):
         t = 3600.0 * k / max(1, fill_points - 1)
-        f = min(0.9, 0.9 * (1 - math.exp(-3 * k / max(1, fill_points))) + 0.5 * k / fill_points * 0.1)
+        f = 0.9 * (succeeded / max(1, requested)) * (1 - math.exp(-rate * k / max(1, fill_points)))
         fill.append(FillPoint(t_s=t, active=int(succeeded * f / 0.9),
                               hosts_in_use=int(hosts_in_use * min(1.0, f / 0.85)),
                               vcpu_fill=f, memory_fill=f * 0.93))
