@@ -9,12 +9,14 @@ baseline, candidate and limit, so a person sees what decided the verdict.
 from __future__ import annotations
 
 import io
+import os
+from pathlib import Path
 from typing import Literal
 
 import msgspec
 
 from billeting.sim.figures import packing_ratio
-from billeting.sim.results import DesignResult, RunResult
+from billeting.sim.results import DesignResult, RunResult, load
 
 
 class Tolerances(msgspec.Struct, frozen=True, kw_only=True):
@@ -142,6 +144,25 @@ def _design_checks(b: DesignResult, c: DesignResult, tol: Tolerances) -> list[Ch
         "<= baseline" + (f" x {1 + tol.placement_requests:g}" if tol.placement_requests else ""),
         cp <= lim + 1e-9)
     return out
+
+
+def compare_files(baseline: str | os.PathLike, candidate: str | os.PathLike, *,
+                  tolerances: Tolerances = Tolerances()) -> Verdict:
+    """``compare`` on two JSON files written by ``billeting simulate``; a file
+    that cannot be read or is not a run record is a mismatch (exit 2) with
+    the reason, not a traceback."""
+    runs, problems = [], []
+    for role, path in (("baseline", baseline), ("candidate", candidate)):
+        try:
+            runs.append(load(Path(path).read_bytes()))
+        except OSError as e:
+            problems.append(f"cannot read the {role} {str(path)!r}: {e.strerror or e}")
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            problems.append(f"the {role} {str(path)!r} is not a simulation result: {e}")
+    if problems:
+        return Verdict(status="mismatch", baseline=str(baseline), candidate=str(candidate),
+                       problems=problems)
+    return compare(runs[0], runs[1], tolerances=tolerances)
 
 
 def exit_status(verdict: Verdict) -> int:

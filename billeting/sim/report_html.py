@@ -237,7 +237,7 @@ main{max-width:1320px;margin:0 auto;padding:16px 24px 48px}
 h1{font-size:24px;margin:8px 0 4px}h2{font-size:18px;margin:28px 0 8px}
 h3{font-size:15px;margin:4px 0}h3 small{font-weight:normal;color:#666}
 .meta{color:#555;margin:0 0 8px}
-.notes{background:#fff3cd;border:1px solid #e0c36a;padding:6px 12px;border-radius:4px}
+.notes{background:#fff3cd;border:1px solid #e0c36a;padding:6px 12px 6px 30px;border-radius:4px}
 .notes li{margin:2px 0}
 p.explain{background:#fff;border:1px solid #ddd;padding:12px 16px;line-height:1.5;
  border-radius:4px}

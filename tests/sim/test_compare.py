@@ -107,3 +107,29 @@ def test_rich_render_escapes_markup_in_names():
     base = run(design("[bold]x"))
     out = render(compare(base, base), color=True)
     assert "[bold]x" in out
+
+
+def test_compare_files(tmp_path):
+    from billeting.sim.compare import compare_files
+    from billeting.sim.results import dump
+    a = tmp_path / "a.json"
+    a.write_bytes(dump(three_designs()))
+    assert compare_files(a, a).status == "pass"
+    v = compare_files(a, tmp_path / "missing.json")
+    assert v.status == "mismatch" and "cannot read the candidate" in v.problems[0]
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"scenario": 1}')
+    v = compare_files(bad, a)
+    assert exit_status(v) == 2 and "baseline" in v.problems[0]
+    assert "not a simulation result" in v.problems[0]
+    assert "NOT COMPARABLE" in render(v, color=False)
+
+
+def test_latency_within_five_percent_is_a_tie_in_the_table():
+    from billeting.sim.figures import FIGURES, winners
+    fig = next(f for f in FIGURES if f.key == "latency_p50")
+    a, b = design("a", latency_ms=4.0, latency_sigma=0), design("b", latency_ms=4.1,
+                                                                 latency_sigma=0)
+    assert winners(fig, [a, b]) == set()
+    c = design("c", latency_ms=5.0, latency_sigma=0)
+    assert winners(fig, [a, c]) == {0}

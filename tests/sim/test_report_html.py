@@ -28,7 +28,8 @@ def test_self_contained_with_every_design_and_plot():
     assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", rest, re.I)
     assert "@import" not in rest and "url(" not in rest
     for d in r.designs:
-        assert f"<th style=\"border-top:4px solid" in rest and d.name in rest
+        assert re.search(rf'<th style="border-top:4px solid #[0-9a-f]+">{d.name}</th>', rest)
+        assert f"<h3>{d.name} <small>" in rest
     for key, title in report_html.PLOTS:
         assert f'id="plot-{key}"' in rest
     for key in ("builds", "retries", "latency", "active", "fill", "packing"):
