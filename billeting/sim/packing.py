@@ -60,7 +60,9 @@ def bounds(hosts: list[HostCapacity], placements: list[Placement], *,
         lp_bound = floor if not solver.startswith("skipped: infeasible") else None
     else:
         lp_bound = max(lp, floor)
-    compaction = _compaction(prob, deadline, seed)
+    compaction, stopped = _compaction(prob, deadline, seed)
+    if stopped:
+        solver += "; compaction stopped at the time limit (its figure is not the best it could be)"
     if compaction is not None and _fits_as_placed(prob, hosts, placements):
         compaction = min(compaction, in_use)
     elif compaction is None and _fits_as_placed(prob, hosts, placements):
@@ -181,7 +183,11 @@ def _lp_bound(prob: _Problem, time_limit_s: float) -> tuple[int | None, str]:
     return None, f"trivial bound only: highs stopped ({name})"
 
 
-def _pack(prob: _Problem, allowed: np.ndarray) -> bool:
+class _OutOfTime(Exception):
+    pass
+
+
+def _pack(prob: _Problem, allowed: np.ndarray, deadline: float = float("inf")) -> bool:
     """Best-fit decreasing of the whole workload onto the hosts in ``allowed``
     (counts per host shape). Instances of one size are placed together: for
     identical instances best-fit fills the tightest host that fits until it
@@ -191,7 +197,9 @@ def _pack(prob: _Problem, allowed: np.ndarray) -> bool:
     resid = prob.host_cap[shape_of].copy()
     if resid.shape[0] == 0:
         return not prob.item_count.any()
-    for size, count in zip(prob.item_size, prob.item_count):
+    for n_size, (size, count) in enumerate(zip(prob.item_size, prob.item_count)):
+        if n_size % 64 == 63 and time.monotonic() > deadline:
+            raise _OutOfTime
         need = size > 0
         if not need.any():
             continue
@@ -213,16 +221,18 @@ def _pack(prob: _Problem, allowed: np.ndarray) -> bool:
     return True
 
 
-def _compaction(prob: _Problem, deadline: float, seed: int) -> int | None:
+def _compaction(prob: _Problem, deadline: float, seed: int) -> tuple[int | None, bool]:
     """Fewest hosts best-fit decreasing managed. Borg removes hosts one by one
     and repacks until the workload no longer fits; we remove them shape by
     shape (hosts of one shape are interchangeable), binary-searching how many
     of each shape can go, over a few shape orders -- smallest shapes first,
-    then random ones. ``None`` if even the whole fleet did not pack."""
+    then random ones. ``None`` if even the whole fleet did not pack; the flag
+    says whether the time limit cut the search short."""
     rng = random.Random(seed)
     T = len(prob.host_count)
     if not _pack(prob, prob.host_count):
-        return None
+        return None, False
+    stopped = False
     size = prob.host_cap.sum(axis=1)
     orders = [sorted(range(T), key=lambda t: size[t])]
     for _ in range(3):
@@ -234,19 +244,26 @@ def _compaction(prob: _Problem, deadline: float, seed: int) -> int | None:
         counts = prob.host_count.copy()
         for t in order:
             lo, hi = 0, int(counts[t])
-            while lo < hi and time.monotonic() < deadline:
-                mid = (lo + hi) // 2
+            while lo < hi:
+                if time.monotonic() >= deadline:
+                    stopped = True
+                    break
                 trial = counts.copy()
-                trial[t] = mid
-                if _pack(prob, trial):
+                trial[t] = mid = (lo + hi) // 2
+                try:
+                    fits = _pack(prob, trial, deadline)
+                except _OutOfTime:
+                    stopped = True
+                    break           # keep the last count that packed
+                if fits:
                     hi = mid
                 else:
                     lo = mid + 1
             counts[t] = hi
         best = min(best, int(counts.sum()))
-        if time.monotonic() >= deadline or T == 1:
+        if stopped or time.monotonic() >= deadline or T == 1:
             break
-    return best
+    return best, stopped
 
 
 def _fits_as_placed(prob: _Problem, hosts: list[HostCapacity],

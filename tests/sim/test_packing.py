@@ -122,3 +122,65 @@ def test_large_fleet_aggregates(capsys):
     assert b.lp_bound is not None and b.compaction is not None
     # 170,000 VCPU on at most 96 per host: at least 1,771 hosts.
     assert 1_771 <= b.lp_bound <= b.compaction <= 5_000
+
+
+def _brute_force_optimum(fleet, work):
+    """The fewest hosts any assignment uses, by trying them all (tiny only)."""
+    import itertools
+    cap = [h.capacity for h in fleet]
+    offered = {rc for c in cap for rc in c}   # as bounds() does: others are shared
+    work = [Placement(instance=w.instance, host=w.host,
+                      resources={rc: v for rc, v in w.resources.items() if rc in offered})
+            for w in work]
+    best = None
+    for assign in itertools.product(range(len(fleet)), repeat=len(work)):
+        used = [dict() for _ in fleet]
+        ok = True
+        for w, h in zip(work, assign):
+            for rc, v in w.resources.items():
+                used[h][rc] = used[h].get(rc, 0) + v
+                if used[h][rc] > cap[h].get(rc, 0):
+                    ok = False
+                    break
+            if not ok:
+                break
+        if ok:
+            n = len(set(assign))
+            best = n if best is None else min(best, n)
+    return best
+
+
+def test_lp_bound_never_exceeds_the_true_optimum():
+    # The bound's whole point: on tiny fleets, compare with the optimum found
+    # by trying every assignment.
+    rng = random.Random(11)
+    for trial in range(25):
+        fleet = [HostCapacity(host=f"h{i}", cell="c",
+                              capacity={"VCPU": rng.choice([8, 16]),
+                                        "MEMORY_MB": rng.choice([16, 32]),
+                                        **({"VGPU": 2} if rng.random() < 0.3 else {})})
+                 for i in range(4)]
+        work = []
+        for i in range(rng.randint(1, 6)):
+            res = {"VCPU": rng.randint(1, 9), "MEMORY_MB": rng.randint(1, 17)}
+            if rng.random() < 0.15:
+                res["VGPU"] = 1
+            work.append(Placement(instance=f"i{i}", host="h0", resources=res))
+        opt = _brute_force_optimum(fleet, work)
+        b = bounds(fleet, work, seed=trial)
+        if opt is None:
+            assert b.compaction is None, (trial, b)
+            continue
+        assert b.lp_bound is not None and b.lp_bound <= opt <= b.compaction, (trial, opt, b)
+
+
+def test_time_limit_is_said_and_keeps_a_true_packing():
+    fleet = hosts(200)
+    rng = random.Random(3)
+    work = [Placement(instance=f"i{i}", host=f"h{i % 200}",
+                      resources={"VCPU": rng.randint(1, 4), "MEMORY_MB": rng.randint(1, 9_999)})
+            for i in range(1_000)]
+    b = bounds(fleet, work, time_limit_s=0)
+    assert "stopped at the time limit" in b.solver
+    assert b.compaction is not None and b.lp_bound is not None
+    assert b.lp_bound <= b.compaction <= 200
