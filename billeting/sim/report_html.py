@@ -46,9 +46,10 @@ def _label(name: str) -> str:
 
 
 def _layout(title: str, **kw) -> dict:
-    base = dict(title=dict(text=title, x=0.02, font=dict(size=15)),
-                template="plotly_white", height=380,
-                margin=dict(l=60, r=20, t=50, b=50),
+    # The title is an HTML heading above the plot (see render): inside the
+    # plot it collides with plotly's toolbar on narrow screens.
+    base = dict(meta=dict(title=title), template="plotly_white", height=360,
+                margin=dict(l=60, r=20, t=36, b=50),
                 legend=dict(orientation="h", y=-0.18), font=dict(size=12))
     base.update(kw)
     return base
@@ -63,7 +64,7 @@ def _fig_builds(run: RunResult) -> dict:
     data = [
         dict(type="bar", name="succeeded", x=names, y=ok, marker=dict(color="#2ca02c"),
              text=[f"{o:.2f}% succeeded<br>{e:.2f}% ERROR" for o, e in zip(ok, err)],
-             textposition="inside", insidetextanchor="end"),
+             textposition="inside", insidetextanchor="end", textangle=0),
         dict(type="bar", name="ERROR", x=names, y=err, marker=dict(color="#d62728"),
              hovertemplate="%{y:.2f}% ERROR<extra></extra>"),
     ]
@@ -77,7 +78,7 @@ def _fig_builds(run: RunResult) -> dict:
         PLOTS[0][1], barmode="stack",
         yaxis=dict(title="% of builds", range=[floor, 100.5]),
         annotations=[dict(text=f"axis starts at {floor:.0f}%", showarrow=False, xref="paper",
-                          yref="paper", x=1, y=1.08, font=dict(size=10, color="#666"))]
+                          yref="paper", x=0, y=1.06, xanchor="left", font=dict(size=10, color="#666"))]
         if floor else []))
 
 
@@ -117,7 +118,7 @@ def _fig_box(run: RunResult, key: str, title: str, unit: str, log: bool) -> dict
             d.scheduler_latency_ms.sample if key == "latency" else d.time_to_active_s.sample)])
         if log else dict(title=unit),
         annotations=[dict(text="box: p25-p75, line: median, ◇: p99", showarrow=False,
-                          xref="paper", yref="paper", x=1, y=1.08,
+                          xref="paper", yref="paper", x=0, y=1.06, xanchor="left",
                           font=dict(size=10, color="#666"))]))
 
 
@@ -168,8 +169,11 @@ def _fig_packing(run: RunResult) -> dict:
         dict(type="bar", name="LP lower bound", x=names, y=series("lp_bound"),
              marker=dict(color="#7f7f7f"), text=series("lp_bound"), textposition="outside"),
     ]
+    top = max((v for attr in ("hosts_in_use", "compaction", "lp_bound")
+               for v in series(attr) if v is not None), default=1)
+    # Headroom so the numbers above the bars are not cut off.
     return dict(data=data, layout=_layout(PLOTS[5][1], barmode="group",
-                                           yaxis=dict(title="hosts")))
+                                           yaxis=dict(title="hosts", range=[0, top * 1.12])))
 
 
 def _figures(run: RunResult) -> dict[str, dict]:
@@ -248,7 +252,9 @@ table.summary tbody th{text-align:left;font-weight:normal;color:#333}
 td.win{background:#e6f4ea;color:#137333;font-weight:600}
 .legend{color:#666;font-size:12px;margin:4px 0}
 .grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:16px}
-.plot{background:#fff;border:1px solid #ddd;border-radius:4px;min-height:380px}
+@media (max-width:1000px){.grid{grid-template-columns:1fr}}
+.card{background:#fff;border:1px solid #ddd;border-radius:4px}
+.card h3{margin:10px 14px 0}.plot{min-height:360px}
 .designs{display:grid;grid-template-columns:repeat(auto-fit,minmax(380px,1fr));gap:12px}
 .design{background:#fff;border:1px solid #ddd;padding:8px 12px;border-radius:4px;
  font-size:13px}
@@ -262,7 +268,8 @@ def render(run: RunResult) -> str:
 
     e = html.escape
     figs = _figures(run)
-    plots = "".join(f'<div class="plot" id="plot-{key}" data-title="{e(title)}"></div>'
+    plots = "".join(f'<div class="card"><h3>{e(title)}</h3>'
+                    f'<div class="plot" id="plot-{key}"></div></div>'
                     for key, title in PLOTS)
     notes = "".join(f"<li>{e(n)}</li>" for n in run.notes)
     designs = "".join(_details(d, i) for i, d in enumerate(run.designs))
