@@ -14,6 +14,8 @@ from billeting.sim.results import DesignResult, RunResult
 # Below these, two figures are "about the same" in the prose.
 _SAME_POINTS = 0.1      # success rate, percentage points
 _SAME_LATENCY = 0.10    # relative
+# What the seeds promise for scheduler-claims with alternates.
+_SEEDS_TARGET = 0.999
 
 
 def explain(run: RunResult) -> str:
@@ -24,12 +26,16 @@ def explain(run: RunResult) -> str:
     legacy = _first(run, "legacy")
     sched = _first(run, "scheduler-claims")
     cond = _first(run, "conductor-claims")
+    told: list[DesignResult] = []
     if legacy and sched:
         parts += _legacy_vs_scheduler(legacy, sched)
-    else:
-        parts += [_one_design(d) for d in run.designs]
-    if cond:
-        parts.append(_conductor(cond))
+        told += [legacy, sched]
+        if cond:
+            parts.append(_conductor(cond))
+            told.append(cond)
+    # Every other design (a second scheduler-claims variant, say) in a
+    # sentence of its own, so none is silently left out.
+    parts += [_one_design(d) for d in run.designs if all(d is not t for t in told)]
     parts += _conflicts(run)
     parts += _latency(run, legacy, sched)
     parts += _packing(run)
@@ -93,6 +99,10 @@ def _legacy_vs_scheduler(legacy: DesignResult, sched: DesignResult) -> list[str]
     out.append(
         f"{_who(sched)}, which claims in the scheduler{_alternates(sched)}, "
         f"{where}, {tail}, and {_pct(sched)} succeeded.")
+    holds = sched.upcalls == 0 and sched.success_rate >= _SEEDS_TARGET
+    out.append(f"The seeds' claim for this design (at least {100 * _SEEDS_TARGET:.1f}% of "
+               f"builds succeed with no upcall) {'holds' if holds else 'does not hold'} "
+               f"in this run.")
     diff = 100 * (sched.success_rate - legacy.success_rate)
     if abs(diff) < _SAME_POINTS:
         out.append("Their success rates are the same within 0.1 percentage point.")
@@ -105,6 +115,8 @@ def _legacy_vs_scheduler(legacy: DesignResult, sched: DesignResult) -> list[str]
 
 
 def _one_design(d: DesignResult) -> str:
+    if d.design == "conductor-claims":
+        return _conductor(d)
     retries = _extra_attempts(d)
     return (f"{_who(d)}{_alternates(d)}: {_pct(d)} of {_n(d.requested)} builds "
             f"succeeded, {_n(retries)} extra attempt{'s' if retries != 1 else ''}, "

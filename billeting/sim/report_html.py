@@ -155,6 +155,8 @@ def _fig_fill(run: RunResult) -> dict:
 
 def _fig_packing(run: RunResult) -> dict:
     ds = [d for d in run.designs if d.packing is not None]
+    if not ds:
+        return dict(data=[], layout=_layout(PLOTS[5][1]))
     names = [_label(d.name) for d in ds]
 
     def series(attr: str) -> list[int | None]:
@@ -176,8 +178,18 @@ def _fig_packing(run: RunResult) -> dict:
                                            yaxis=dict(title="hosts", range=[0, top * 1.12])))
 
 
+def _no_data(fig: dict) -> dict:
+    if not fig["data"]:
+        fig["layout"]["annotations"] = [dict(
+            text="no data in this run", showarrow=False, xref="paper", yref="paper",
+            x=0.5, y=0.5, font=dict(size=14, color="#888"))]
+        fig["layout"]["xaxis"] = dict(visible=False)
+        fig["layout"]["yaxis"] = dict(visible=False)
+    return fig
+
+
 def _figures(run: RunResult) -> dict[str, dict]:
-    return {
+    figs = {
         "builds": _fig_builds(run),
         "retries": _fig_retries(run),
         "latency": _fig_box(run, "latency", PLOTS[2][1], "ms", log=True),
@@ -185,6 +197,7 @@ def _figures(run: RunResult) -> dict[str, dict]:
         "fill": _fig_fill(run),
         "packing": _fig_packing(run),
     }
+    return {k: _no_data(f) for k, f in figs.items()}
 
 
 def _script_json(obj) -> str:

@@ -72,3 +72,22 @@ def test_packing_sentence_and_missing_bound():
 
 def test_empty_run():
     assert "nothing to explain" in explain(replace(run(), designs=[]))
+
+
+def test_seeds_target_holds_or_not():
+    assert "for this design (at least 99.9% of builds succeed with no upcall) holds" in \
+        explain(three_designs())
+    r = run(design("legacy", upcalls=5), design("scheduler-claims", succeeded=998))
+    assert "does not hold" in explain(r)
+
+
+def test_every_design_is_mentioned_once():
+    r = run(design("legacy", upcalls=4), design("scheduler-claims-0alt", kind="scheduler-claims",
+                                                  knobs={"alternates": 0}),
+            design("scheduler-claims-2alt", kind="scheduler-claims", knobs={"alternates": 2}),
+            design("conductor-claims"))
+    text = explain(r)
+    assert "scheduler-claims (scheduler-claims-0alt), which claims in the scheduler with 0 " \
+        "alternates" in text
+    assert "scheduler-claims (scheduler-claims-2alt) with 2 alternates: 100.00% of 1,000" in text
+    assert text.count("where the super conductor claims") == 1

@@ -67,3 +67,9 @@ def test_fixture_is_marked_synthetic_and_loads():
     assert r.scenario.startswith("SYNTHETIC")
     assert any("not a measured result" in n for n in r.notes)
     assert len(r.designs) == 3
+
+
+def test_empty_plots_say_no_data():
+    d = replace(design("bare"), packing=None, fill=[])
+    html = report_html.render(run(d))
+    assert html.count("no data in this run") == 2
