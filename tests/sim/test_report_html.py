@@ -1,8 +1,11 @@
 """The self-contained HTML report."""
 import re
+import shutil
 import stat
+import subprocess
 
 import plotly.offline
+import pytest
 from msgspec.structs import replace
 
 from billeting.sim import report_html
@@ -73,3 +76,19 @@ def test_empty_plots_say_no_data():
     d = replace(design("bare"), packing=None, fill=[])
     html = report_html.render(run(d))
     assert html.count("no data in this run") == 2
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium on this machine")
+def test_plots_draw_in_a_real_browser_without_network(tmp_path):
+    # Headless Chromium with every host name unresolvable: if the report
+    # needed the network, plotly would not load and no plot would be drawn.
+    path = report_html.write(three_designs(), tmp_path / "r.html")
+    out = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+         "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000",
+         "--dump-dom", path.as_uri()],
+        capture_output=True, text=True, timeout=120).stdout
+    for key, _ in report_html.PLOTS:
+        m = re.search(rf'<div class="plot js-plotly-plot" id="plot-{key}"', out)
+        assert m, f"plot {key} was not drawn"
+    assert out.count('<svg class="main-svg"') >= len(report_html.PLOTS)
