@@ -19,20 +19,8 @@ import signal
 import threading
 import uuid as uuidlib
 from pathlib import Path
-from socketserver import ThreadingMixIn
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 LOG = logging.getLogger("billeting")
-
-
-class _Server(ThreadingMixIn, WSGIServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
 
 
 def add_parser(commands) -> None:
@@ -153,15 +141,23 @@ class AllInOne:
 
         from billeting.scheduler.service.runtime import SchedulerService  # noqa: F401 - the plane's
 
+        from billeting.api.compute.errors import render_server_error as nova_errors
+        from billeting.placement.serve import render_server_error as placement_errors
+        from billeting.serving.in_thread import ThreadedServer
+        from billeting.serving.options import ServeOptions
+
+        # The same event-loop front as `billeting serve` (timeouts, size
+        # limits, errors in each service's format), in threads of this process.
         urls = {}
-        for label, port, app in (("compute API", a.port_base, plane.app()),
-                                 ("Placement", a.port_base + 4, placement_app(settings, placement_engine)),
-                                 ("scheduler", a.port_base + 5, scheduler_app(plane.scheduler))):
-            server = make_server(a.host, port, app, server_class=_Server, handler_class=_Quiet)
-            thread = threading.Thread(target=server.serve_forever, name=f"http-{port}", daemon=True)
-            thread.start()
-            self.stops.insert(0, lambda s=server: (s.shutdown(), s.server_close()))
-            urls[label] = f"http://{a.host}:{server.server_port}"
+        for label, port, app, errors in (
+                ("compute API", a.port_base, plane.app(), nova_errors),
+                ("Placement", a.port_base + 4, placement_app(settings, placement_engine), placement_errors),
+                ("scheduler", a.port_base + 5, scheduler_app(plane.scheduler), placement_errors)):
+            server = ThreadedServer(app, ServeOptions(host=a.host, port=port, threads=8, graceful_timeout=5.0,
+                                                      process_name=f"up-{label.split()[0].lower()}",
+                                                      render_error=errors))
+            self.stops.insert(0, server.stop)
+            urls[label] = server.url
         urls["state"] = str(state)
         return urls
 

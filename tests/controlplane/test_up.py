@@ -112,3 +112,38 @@ def test_openstacksdk_drives_the_compute_api(up):
     conn.close()
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=30)
+
+
+def test_up_survives_stalled_and_malformed_clients(up):
+    """The all-in-one faces the same clients as `billeting serve`: stalled
+    connections must not silence it, and what the HTTP front refuses comes
+    back in each service's own error format."""
+    url, proc = up
+    base = int(url.rsplit(":", 1)[1])
+    stalled = []
+    for port in (base, base + 4, base + 5):
+        for _ in range(12):  # more than the 8 application threads of each service
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(b"POST /v2.1/servers HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"ser")
+            stalled.append(s)
+    try:
+        h = {"X-Auth-Token": "admin"}
+        with _Client(url, h) as c:
+            assert c.get("/v2.1/flavors").status_code == 200
+        assert requests.get(f"http://127.0.0.1:{base + 4}/", timeout=10).status_code == 200
+        # Malformed framing: the front answers in Nova's format on the compute API...
+        with socket.create_connection(("127.0.0.1", base)) as s:
+            s.sendall(b"GET /v2.1 HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
+            reply = s.recv(65536).decode("latin-1")
+        assert reply.startswith("HTTP/1.1 400"), reply
+        assert '"badRequest"' in reply and '"code":400' in reply, reply
+        # ...and in Placement's on Placement.
+        with socket.create_connection(("127.0.0.1", base + 4)) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
+            reply = s.recv(65536).decode("latin-1")
+        assert reply.startswith("HTTP/1.1 400") and '"errors"' in reply, reply
+    finally:
+        for s in stalled:
+            s.close()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(30) == 0

@@ -66,3 +66,11 @@ def handle_any(req, resp, exc: Exception, params) -> None:
         return
     LOG.exception("unexpected error on %s %s", req.method, req.path)
     _reply(resp, 500, "Unexpected API Error. Please report this at the Billeting issue tracker.")
+
+
+def render_server_error(status: int, detail: str):
+    """Errors the HTTP front answers itself (malformed, too large, too slow),
+    in Nova's format like every other compute API error."""
+    from billeting.serving.options import ErrorBody
+
+    return ErrorBody("application/json", document(status, detail))
