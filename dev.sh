@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Billeting's one entry point for a fresh machine.
 #
-#   ./dev.sh serve [billeting serve flags]   install if needed, then serve the Placement API
+#   ./dev.sh up    [billeting up flags]      install if needed, then run the whole control plane
 #   ./dev.sh test  [pytest args]             install if needed, then run pytest once per backend
+#   ./dev.sh serve [billeting serve flags]   install if needed, then serve the Placement API alone
 #
 # Installation: .venv is created when missing and (re)installed with
 # `pip install -e '.[test]'` whenever pyproject.toml differs from the one last
@@ -128,12 +129,16 @@ run_tests() {
 }
 
 usage() {
-    sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'
 }
 
 command=${1:-}
 [ $# -gt 0 ] && shift
 case $command in
+up)
+    ensure_venv
+    exec "$VENV/bin/billeting" up "$@"
+    ;;
 serve)
     ensure_venv
     exec "$VENV/bin/billeting" serve "$@"
