@@ -145,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     compute_command.add_parser(commands)
     conductor_command.add_parser(commands)
     cell_command.add_parsers(commands)
+    from billeting.sim import cli as sim_cli  # billeting simulate …
+
+    sim_cli.register(commands)
     return parser
 
 
