@@ -199,13 +199,15 @@ def prefill(client: PlacementClient, scenario: Scenario, fleet: FleetMap) -> dic
         if h.shape.kind != "flat" or h.shape.shared_disk:
             continue
         cap = h.capacity
+        spread = scenario.arrivals.prefill_spread
+        goal = target + rng.uniform(-spread, spread) if spread else target
         used = {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}
         misses = 0
         k = 0
         while misses < 5:
             f = rng.choice(plain)
             want = {"VCPU": f.vcpus, "MEMORY_MB": f.memory_mb, "DISK_GB": f.root_gb + f.ephemeral_gb}
-            if all(used[rc] + n <= target * cap.get(rc, 0) for rc, n in want.items() if n):
+            if all(used[rc] + n <= goal * cap.get(rc, 0) for rc, n in want.items() if n):
                 for rc, n in want.items():
                     used[rc] += n
                 consumer = sim_uuid(fleet.prefix, "prefill", h.name, k)

@@ -71,13 +71,16 @@ def _workdir():
         shutil.rmtree(path, ignore_errors=True)
 
 
-def run(scenario: Scenario, *, placement_url: str | None = None, hooks: Hooks | None = None) -> RunResult:
+def run(scenario: Scenario, *, placement_url: str | None = None, client=None,
+        hooks: Hooks | None = None) -> RunResult:
+    """Run every design. ``client``: an existing Placement client to build the
+    fleets in (as with ``placement_url``; tests pass one on their database)."""
     hooks = hooks or Hooks()
     started_at = dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
     arrivals = workload.generate(scenario)
     results: list[DesignResult] = []
     notes: list[str] = []
-    if placement_url is None:
+    if placement_url is None and client is None:
         from billeting.placement_client.inprocess import InProcessPlacementClient
 
         with _workdir() as work:
@@ -102,7 +105,8 @@ def run(scenario: Scenario, *, placement_url: str | None = None, hooks: Hooks | 
         from billeting.placement_client import http_client
 
         run_id = uuidlib.uuid4().hex[:6]
-        client = http_client(placement_url)
+        own = client is None
+        client = client or http_client(placement_url)
         try:
             for i, design in enumerate(scenario.designs):
                 prefix = f"sim{run_id}-{i}-"
@@ -111,8 +115,10 @@ def run(scenario: Scenario, *, placement_url: str | None = None, hooks: Hooks | 
                 prefilled = fleet_mod.prefill(client, scenario, fleet)
                 results.append(_one(scenario, design, client, fleet, prefilled, arrivals, hooks))
         finally:
-            client.close()
-        notes.append(f"Placement at {placement_url}; fleets created under prefix sim{run_id}-N-")
+            if own:
+                client.close()
+        notes.append(f"Placement at {placement_url or 'a caller-given client'}; fleets created under prefix "
+                     f"sim{run_id}-N-")
     return RunResult(scenario=scenario.name, seed=scenario.seed, hosts=scenario.host_count,
                      cells=scenario.fleet.cells, requests=len(arrivals), designs=results,
                      billeting_version=_version(), started_at=started_at, notes=notes)

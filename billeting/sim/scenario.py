@@ -122,6 +122,9 @@ class Arrivals(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     # Fill the fleet to this fraction (by the scarcest class of each host)
     # with long-lived instances written straight into Placement before the run.
     prefill: float = 0.0
+    # Each host's prefill target is drawn uniformly in prefill +- this (fleets
+    # are not filled evenly); the fleet's mean stays at ``prefill``.
+    prefill_spread: float = 0.0
 
 
 class Lifetimes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -304,6 +307,8 @@ def check(s: Scenario) -> list[str]:
         out.append("arrivals: requests >= 0, rate_per_s > 0 and max_in_flight >= 1")
     if not 0 <= a.prefill < 1:
         out.append("arrivals.prefill: a fraction in [0, 1)")
+    if not 0 <= a.prefill_spread <= min(a.prefill, 1 - a.prefill):
+        out.append("arrivals.prefill_spread: between 0 and min(prefill, 1 - prefill)")
     if not 0 <= s.failures.build_failure_pct <= 100:
         out.append("failures.build_failure_pct: a percentage in [0, 100]")
     if s.failures.bad_hosts > s.host_count:
