@@ -71,7 +71,7 @@ def load(tmp_path, *, seed=5, requests=150, pct=5.0):
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory):
-    return runner.run(load(tmp_path_factory.mktemp("tiny"), requests=300))
+    return runner.run(load(tmp_path_factory.mktemp("tiny"), requests=200))
 
 
 def test_every_design_places_legally(outcome):
