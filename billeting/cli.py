@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     compute_api_command.add_parser(commands)
     up.add_parser(commands)
+
+    from billeting.sim import cli as sim_cli  # billeting simulate …
+
+    sim_cli.register(commands)
     return parser
 
 

@@ -1,0 +1,344 @@
+"""A simulation scenario: TOML (plus an optional CSV trace) → typed Structs.
+
+Everything a run needs is here and nowhere else, so a scenario file and a
+seed reproduce a run. Bad input raises ``ScenarioError`` naming the file
+and the key (``fleet.hosts[2].vcpus: expected int``); the CLI prints it and
+exits 2.
+
+    name = "example"
+    seed = 7
+    candidates_limit = 1000          # Placement's limit on candidates
+    [fleet]                           # layout: hosts fill racks, racks rows, rows rooms, round robin over cells
+    cells = 2
+    racks_per_row = 4
+    rows_per_room = 2
+    hosts_per_rack = 20
+    [[fleet.hosts]]                   # host shapes
+    name = "std"; count = 100; vcpus = 32; memory_mb = 131072; disk_gb = 2000
+    [[flavors]]
+    name = "m1.small"; vcpus = 2; memory_mb = 4096; root_gb = 20; weight = 5
+    [[groups]]                        # server groups in the request mix
+    name = "ha"; policy = "anti-affinity"; scope = "rack"; size = 3; flavor = "m1.small"; weight = 1
+    [arrivals]
+    requests = 1000; rate_per_s = 20; max_in_flight = 50
+    [lifetimes]
+    distribution = "exponential"; mean_s = 600
+    [failures]
+    build_failure_pct = 5
+    [[designs]]
+    name = "scheduler-claims-2alt"; design = "scheduler-claims"; alternates = 2
+"""
+from __future__ import annotations
+
+import csv
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+DESIGNS = ("legacy", "conductor-claims", "scheduler-claims")
+LEVELS = ("host", "rack", "row", "room", "cell")
+
+
+class ScenarioError(Exception):
+    """A scenario file that cannot be run; the message names file and key."""
+
+
+class HostShape(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    count: int
+    kind: Literal["flat", "numa", "gpu-nic", "ironic"] = "flat"
+    vcpus: int = 32
+    memory_mb: int = 131072
+    disk_gb: int = 2000
+    cpu_allocation_ratio: float = 1.0
+    ram_allocation_ratio: float = 1.0
+    reserved_memory_mb: int = 0
+    traits: list[str] = []
+    numa_nodes: int = 2            # kind = "numa": VCPU and MEMORY_MB split over this many children
+    gpus: int = 0                  # kind = "gpu-nic": children with VGPU inventory
+    vgpus_per_gpu: int = 4
+    nics: int = 0                  # kind = "gpu-nic": SR-IOV PF children with VFs and bandwidth
+    vfs_per_nic: int = 8
+    nic_bandwidth_kbps: int = 10_000_000
+    physnet: str = "PHYSNET0"
+    node_class: str = "BAREMETAL"  # kind = "ironic": one CUSTOM_<class> unit per node
+    # Share DISK_GB from the fleet's sharing providers instead of local disk.
+    shared_disk: bool = False
+
+
+class SharingProvider(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A provider whose inventory the hosts of one cell share via an aggregate."""
+    name: str
+    cell: int = 1                 # 1-based cell number
+    disk_gb: int = 100_000
+
+
+class Fleet(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    hosts: list[HostShape]
+    cells: int = 1
+    hosts_per_rack: int = 20
+    racks_per_row: int = 4
+    rows_per_room: int = 4
+    sharing: list[SharingProvider] = []
+
+
+class FlavorSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    vcpus: int = 0
+    memory_mb: int = 0
+    root_gb: int = 0
+    ephemeral_gb: int = 0
+    weight: float = 1.0
+    instances: int = 1            # instances per request (multi-create)
+    extra_specs: dict[str, str] = {}
+    image_traits: list[str] = []  # image property trait:T=required
+
+
+class GroupSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """A server group kind: each time it is drawn, a new group of ``size`` members."""
+    name: str
+    policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
+    flavor: str
+    size: int = 2
+    scope: str = "host"
+    max_server_per_host: int = 1
+    weight: float = 1.0
+    together: bool = True         # one multi-instance request; False: members one by one
+
+
+class Burst(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    at_s: float
+    count: int
+
+
+class Arrivals(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    requests: int = 100
+    rate_per_s: float = 10.0       # Poisson arrivals
+    max_in_flight: int = 50
+    bursts: list[Burst] = []
+    trace: str | None = None       # CSV: arrival_s,flavor,lifetime_s,group (relative to the scenario)
+    # Fill the fleet to this fraction (by the scarcest class of each host)
+    # with long-lived instances written straight into Placement before the run.
+    prefill: float = 0.0
+    # Each host's prefill target is drawn uniformly in prefill +- this (fleets
+    # are not filled evenly); the fleet's mean stays at ``prefill``.
+    prefill_spread: float = 0.0
+
+
+class Lifetimes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    distribution: Literal["forever", "fixed", "exponential", "lognormal"] = "exponential"
+    mean_s: float = 600.0
+    sigma: float = 1.0             # lognormal only
+
+
+class HostDown(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    host: int                      # index of the host in the fleet (0-based, build order)
+    at_s: float
+
+
+class Failures(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    build_failure_pct: float = 0.0
+    bad_hosts: int = 0             # hosts (chosen by the seed) on which every build fails
+    down: list[HostDown] = []
+
+
+class Timing(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Virtual durations."""
+    placement_latency_ms: float = 2.0   # each Placement call (slow Placement: raise it)
+    rpc_latency_ms: float = 5.0         # each cast between services
+    scheduler_think_ms: float = 5.0     # scheduler work between candidates and claim
+    build_s: float = 30.0               # mean build time on a compute
+    build_jitter: float = 0.3           # uniform +- this fraction
+    fill_sample_s: float = 10.0         # spacing of the fill-over-time points
+
+
+class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    design: Literal["legacy", "conductor-claims", "scheduler-claims"]
+    alternates: int = 2
+    max_attempts: int = 3
+    host_subset_size: int = 1
+    schedulers: int = 1
+    weigher: Literal["spread", "pack"] = "spread"
+    # conductor-claims: hosts the scheduler ranks for the super conductor to claim down.
+    ranked: int = 10
+    multipliers: dict[str, float] = {}
+
+    def knobs(self) -> dict[str, str | int | float | bool]:
+        knobs: dict[str, str | int | float | bool] = {
+            "alternates": self.alternates, "max_attempts": self.max_attempts,
+            "host_subset_size": self.host_subset_size, "schedulers": self.schedulers, "weigher": self.weigher}
+        if self.design == "conductor-claims":
+            knobs["ranked"] = self.ranked
+        knobs.update(self.multipliers)
+        return knobs
+
+
+class TraceRow(msgspec.Struct, frozen=True, kw_only=True):
+    arrival_s: float
+    flavor: str
+    lifetime_s: float | None
+    group: str | None
+
+
+class Scenario(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    name: str
+    fleet: Fleet
+    flavors: list[FlavorSpec]
+    designs: list[DesignSpec]
+    seed: int = 1
+    candidates_limit: int = 1000
+    description: str = ""
+    groups: list[GroupSpec] = []
+    arrivals: Arrivals = Arrivals()
+    lifetimes: Lifetimes = Lifetimes()
+    failures: Failures = Failures()
+    timing: Timing = Timing()
+    trace: list[TraceRow] = []     # filled from arrivals.trace
+
+    @property
+    def host_count(self) -> int:
+        return sum(h.count for h in self.fleet.hosts)
+
+    def flavor(self, name: str) -> FlavorSpec:
+        return next(f for f in self.flavors if f.name == name)
+
+
+def _where(path: str) -> str:
+    """msgspec says ``at `$.fleet.hosts[2].vcpus```; we say ``fleet.hosts[2].vcpus``."""
+    return path.removeprefix("$.").removeprefix("$")
+
+
+def load(path: str | Path, *, seed: int | None = None) -> Scenario:
+    path = Path(path)
+    try:
+        raw = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
+    raw.setdefault("name", path.stem)
+    try:
+        scenario = msgspec.convert(raw, Scenario)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        if " - at `" in text:
+            msg, _, where = text.rpartition(" - at `")
+            raise ScenarioError(f"{path}: {_where(where.rstrip('`'))}: {msg}") from None
+        raise ScenarioError(f"{path}: {text}") from None
+    if scenario.arrivals.trace:
+        trace = load_trace(path.parent / scenario.arrivals.trace)
+        scenario = msgspec.structs.replace(scenario, trace=trace)
+    if seed is not None:
+        scenario = msgspec.structs.replace(scenario, seed=seed)
+    problems = check(scenario)
+    if problems:
+        raise ScenarioError(f"{path}: " + "; ".join(problems))
+    return scenario
+
+
+def load_trace(path: Path) -> list[TraceRow]:
+    rows: list[TraceRow] = []
+    try:
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = {"arrival_s", "flavor"} - set(reader.fieldnames or ())
+            if missing:
+                raise ScenarioError(f"{path}: header lacks column(s) {', '.join(sorted(missing))}")
+            for line, row in enumerate(reader, start=2):
+                try:
+                    lifetime = row.get("lifetime_s") or ""
+                    rows.append(TraceRow(arrival_s=float(row["arrival_s"]), flavor=row["flavor"].strip(),
+                                         lifetime_s=float(lifetime) if lifetime.strip() else None,
+                                         group=(row.get("group") or "").strip() or None))
+                except ValueError as exc:
+                    raise ScenarioError(f"{path}:{line}: {exc}") from None
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: trace file not found") from None
+    rows.sort(key=lambda r: r.arrival_s)
+    return rows
+
+
+def check(s: Scenario) -> list[str]:
+    """Cross-field checks msgspec cannot do; each problem names its key."""
+    out: list[str] = []
+    if not s.fleet.hosts:
+        out.append("fleet.hosts: at least one host shape")
+    for i, h in enumerate(s.fleet.hosts):
+        if h.count < 1:
+            out.append(f"fleet.hosts[{i}].count: must be at least 1")
+        if h.kind != "ironic" and min(h.vcpus, h.memory_mb) < 1:
+            out.append(f"fleet.hosts[{i}]: vcpus and memory_mb must be positive")
+        if h.shared_disk and not any(sp.cell <= s.fleet.cells for sp in s.fleet.sharing):
+            out.append(f"fleet.hosts[{i}].shared_disk: the fleet has no sharing provider")
+    for i, sp in enumerate(s.fleet.sharing):
+        if not 1 <= sp.cell <= s.fleet.cells:
+            out.append(f"fleet.sharing[{i}].cell: must be between 1 and fleet.cells ({s.fleet.cells})")
+    for key in ("cells", "hosts_per_rack", "racks_per_row", "rows_per_room"):
+        if getattr(s.fleet, key) < 1:
+            out.append(f"fleet.{key}: must be at least 1")
+    if not s.flavors:
+        out.append("flavors: at least one flavor")
+    names = [f.name for f in s.flavors]
+    if len(set(names)) != len(names):
+        out.append("flavors: flavor names must be distinct")
+    for i, f in enumerate(s.flavors):
+        if f.weight < 0 or f.instances < 1:
+            out.append(f"flavors[{i}]: weight must be >= 0 and instances >= 1")
+    for i, g in enumerate(s.groups):
+        if g.flavor not in names:
+            out.append(f"groups[{i}].flavor: no flavor named {g.flavor!r}")
+        if g.scope not in LEVELS:
+            out.append(f"groups[{i}].scope: one of {', '.join(LEVELS)}")
+        if g.size < 1:
+            out.append(f"groups[{i}].size: must be at least 1")
+    group_names = {g.name for g in s.groups}
+    for i, row in enumerate(s.trace):
+        if row.flavor not in names:
+            out.append(f"arrivals.trace row {i + 2}: no flavor named {row.flavor!r}")
+        if row.group and row.group.split("#", 1)[0] not in group_names:
+            out.append(f"arrivals.trace row {i + 2}: no group named {row.group.split('#', 1)[0]!r}")
+    a = s.arrivals
+    if a.requests < 0 or a.rate_per_s <= 0 or a.max_in_flight < 1:
+        out.append("arrivals: requests >= 0, rate_per_s > 0 and max_in_flight >= 1")
+    if not 0 <= a.prefill < 1:
+        out.append("arrivals.prefill: a fraction in [0, 1)")
+    if not 0 <= a.prefill_spread <= min(a.prefill, 1 - a.prefill):
+        out.append("arrivals.prefill_spread: between 0 and min(prefill, 1 - prefill)")
+    if not 0 <= s.failures.build_failure_pct <= 100:
+        out.append("failures.build_failure_pct: a percentage in [0, 100]")
+    if s.failures.bad_hosts > s.host_count:
+        out.append("failures.bad_hosts: more than the fleet's hosts")
+    for i, d in enumerate(s.failures.down):
+        if not 0 <= d.host < s.host_count:
+            out.append(f"failures.down[{i}].host: an index below {s.host_count}")
+    if s.candidates_limit < 1:
+        out.append("candidates_limit: must be at least 1")
+    if not s.designs:
+        out.append("designs: at least one design")
+    dnames = [d.name for d in s.designs]
+    if len(set(dnames)) != len(dnames):
+        out.append("designs: design names must be distinct")
+    for i, d in enumerate(s.designs):
+        if d.alternates < 0 or d.max_attempts < 1 or d.host_subset_size < 1 or d.schedulers < 1 or d.ranked < 1:
+            out.append(f"designs[{i}]: alternates >= 0, max_attempts, host_subset_size, schedulers, ranked >= 1")
+    return out
+
+
+def select_designs(s: Scenario, wanted: list[str]) -> Scenario:
+    """Keep the designs named (by name or by design kind), in the order given."""
+    chosen = []
+    for w in wanted:
+        found = [d for d in s.designs if d.name == w] or [d for d in s.designs if d.design == w]
+        if not found:
+            if w in DESIGNS:
+                found = [DesignSpec(name=w, design=w)]  # type: ignore[arg-type]
+            else:
+                raise ScenarioError(f"--designs: {w!r} is neither a design of the scenario "
+                                    f"({', '.join(d.name for d in s.designs)}) nor one of {', '.join(DESIGNS)}")
+        chosen.extend(d for d in found if d not in chosen)
+    return msgspec.structs.replace(s, designs=chosen)
