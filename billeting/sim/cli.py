@@ -1,9 +1,15 @@
-"""``billeting simulate``: run a scenario's designs and write the result.
+"""``billeting simulate``: run a scenario's designs, report, and compare runs.
 
     billeting simulate SCENARIO.toml [--designs a,b] [--seed N] [--out DIR] [--placement-url URL]
+                                     [--baseline BASELINE.json] [--no-html]
+    billeting simulate --compare BASELINE.json CANDIDATE.json
 
-Writes DIR/result.json (default DIR: ./sim-out/<scenario>) and prints a
-summary. A bad scenario or flag is one line on stderr and exit 2.
+A run writes DIR/result.json and DIR/report.html (default DIR:
+./sim-out/<scenario>) and prints the table of designs side by side and the
+paragraph that explains them. ``--compare`` (or ``--baseline`` after a run)
+says whether the candidate is at least as fast and as accurate as the
+baseline, figure by figure, and exits 1 when it is not (2: the runs are not
+comparable). A bad scenario or flag is one line on stderr and exit 2.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ EXIT_USAGE = 2
 
 def register(commands) -> None:
     p = commands.add_parser("simulate", help="compare scheduling designs on a simulated fleet and workload")
-    p.add_argument("scenario", metavar="SCENARIO.toml", help="the scenario file (see scenarios/)")
+    p.add_argument("scenario", metavar="SCENARIO.toml", nargs="?", help="the scenario file (see scenarios/)")
     p.add_argument("--designs", default=None, metavar="A,B",
                    help="designs to run, by name or kind (legacy, conductor-claims, scheduler-claims); "
                         "default: every design of the scenario")
@@ -26,6 +32,14 @@ def register(commands) -> None:
                    help="use a running Placement over HTTP instead of an in-process one on a temporary SQLite "
                         "file (the fleet is created in it; use a scratch Placement)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-html", action="store_true", help="skip the HTML report (it embeds plotly: ~5 MB)")
+    p.add_argument("--baseline", default=None, metavar="BASELINE.json",
+                   help="after the run, compare it with this earlier result (exit 1 when worse)")
+    p.add_argument("--compare", nargs=2, default=None, metavar=("BASELINE.json", "CANDIDATE.json"),
+                   help="compare two results without running anything (exit 1 when the candidate is worse)")
+    p.add_argument("--latency-tolerance", type=float, default=None, metavar="FRACTION",
+                   help="how much slower (p50/p99) the candidate may be before it fails (default 0.25; "
+                        "CI uses more, its machine being shared)")
     p.set_defaults(func=cmd_simulate)
 
 
@@ -37,6 +51,16 @@ def _usage(message: str) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from billeting.sim import scenario as scenario_mod
 
+    if args.compare:
+        if args.scenario:
+            return _usage("--compare takes two result files and no scenario")
+        return compare_and_report(*args.compare, latency=args.latency_tolerance)
+    if not args.scenario:
+        return _usage("name a scenario file (or --compare BASELINE.json CANDIDATE.json)")
+    if args.latency_tolerance is not None and not args.latency_tolerance >= 0:
+        return _usage("--latency-tolerance: a fraction >= 0, e.g. 0.25")
+    if args.baseline and not Path(args.baseline).is_file():
+        return _usage(f"--baseline {args.baseline}: no such file")
     try:
         scenario = scenario_mod.load(args.scenario, seed=args.seed)
         if args.designs:
@@ -54,7 +78,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.placement_url and not args.placement_url.startswith(("http://", "https://")):
         return _usage("--placement-url: expected http://HOST:PORT or https://...")
     run = _simulate(scenario, args.placement_url, quiet=args.quiet)
-    return hand_off(run, out)
+    status = hand_off(run, out, html=not args.no_html)
+    if args.baseline:
+        status = max(status, compare_and_report(args.baseline, str(out / "result.json"),
+                                                    latency=args.latency_tolerance))
+    return status
 
 
 def _simulate(scenario, placement_url: str | None, *, quiet: bool):
@@ -90,17 +118,41 @@ def _simulate(scenario, placement_url: str | None, *, quiet: bool):
 # explanatory paragraph plug in HERE; for now it writes the JSON and prints
 # a plain summary.
 # ======================================================================================
-def hand_off(run, out: Path) -> int:
-    from billeting.sim import results
+def hand_off(run, out: Path, *, html: bool = True) -> int:
+    """Fill what is computed after the run (packing bounds), write the JSON
+    and the HTML report, print the table and the paragraph. Exit status 1
+    when the independent checker found a violation."""
+    import msgspec
+
+    from billeting.sim import narrative, packing, report_html, results, table
+
+    designs = []
+    for d in run.designs:
+        bound = packing.bounds(d.hosts, d.placements, seed=run.seed) if d.placements else None
+        designs.append(msgspec.structs.replace(d, packing=bound))
+    run = msgspec.structs.replace(run, designs=designs)
 
     path = out / "result.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_bytes(results.dump(run))
     tmp.replace(path)   # never a half-written result
-    print(summary(run))
+    print(table.render(run), end="")
+    print()
+    print(narrative.explain(run))
     print(f"\nwrote {path}")
+    if html:
+        print(f"wrote {report_html.write(run, out / 'report.html')}")
     violations = sum(len(d.violations) for d in run.designs)
     return 1 if violations else 0
+
+
+def compare_and_report(baseline: str, candidate: str, *, latency: float | None = None) -> int:
+    from billeting.sim import compare
+
+    tolerances = compare.Tolerances() if latency is None else compare.Tolerances(latency=latency)
+    verdict = compare.compare_files(baseline, candidate, tolerances=tolerances)
+    print(compare.render(verdict), end="")
+    return compare.exit_status(verdict)
 
 
 def summary(run) -> str:

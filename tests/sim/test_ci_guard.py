@@ -1,0 +1,57 @@
+"""The CI guard: the small scenario run through `billeting simulate` must
+stay at least as accurate as the stored baseline (and not grossly slower:
+latency is wall-clock on a shared 2-core machine, so speed gets a wide
+tolerance here while accuracy figures, deterministic for a seed, get none).
+
+Refresh the baseline after an intended change of behaviour:
+    billeting simulate scenarios/ci-small.toml --out /tmp/ci --no-html &&
+    cp /tmp/ci/result.json scenarios/baselines/ci-small.json
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+ROOT = Path(__file__).resolve().parents[2]
+BASELINE = ROOT / "scenarios" / "baselines" / "ci-small.json"
+
+
+
+def _simulate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "billeting.cli", "simulate", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_the_small_scenario_is_at_least_as_good_as_its_baseline(tmp_path):
+    done = _simulate("scenarios/ci-small.toml", "--out", str(tmp_path), "--quiet", "--no-html",
+                     "--baseline", str(BASELINE), "--latency-tolerance", "3")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert "PASS" in done.stdout
+    result = json.loads((tmp_path / "result.json").read_text())
+    by_name = {d["name"]: d for d in result["designs"]}
+    # The seeds' point, on the small fleet: retries stay inside the cells.
+    assert by_name["scheduler-claims"]["upcalls"] == 0
+    assert by_name["legacy"]["upcalls"] > 0
+    assert all(d["packing"] is not None for d in result["designs"])
+
+
+def test_compare_fails_naming_the_figure_when_the_candidate_is_worse(tmp_path):
+    worse = json.loads(BASELINE.read_text())
+    for design in worse["designs"]:
+        if design["name"] == "scheduler-claims":
+            design["upcalls"] += 3
+    candidate = tmp_path / "worse.json"
+    candidate.write_text(json.dumps(worse))
+    done = _simulate("--compare", str(BASELINE), str(candidate))
+    assert done.returncode == 1, done.stdout
+    assert "FAIL" in done.stdout and "upcalls" in done.stdout
+
+
+def test_compare_usage_errors_exit_2(tmp_path):
+    assert _simulate("--compare", str(BASELINE)).returncode == 2           # one file only
+    missing = _simulate("--compare", str(BASELINE), str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert _simulate().returncode == 2                                      # nothing to do
