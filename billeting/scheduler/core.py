@@ -330,15 +330,8 @@ class Scheduler:
                               allocation_request_version=version, claimed=claim,
                               availability_zone=rec.availability_zone, domain_level=level, weight=c.weight)
             line = [first]
-            for r in ranked:
-                if len(line) > alternates:
-                    break
+            for r, candidate in self._alternates(ranked, rec.cell_uuid, chosen, dropped, alternates):
                 alt = r.host
-                if alt.uuid in chosen or alt.uuid in dropped or alt.record.cell_uuid != rec.cell_uuid:
-                    continue
-                candidate = alt.first_candidate()
-                if candidate is None:
-                    continue
                 arec = alt.record
                 line.append(Selection(service_host=arec.service_host, nodename=arec.name,
                                       compute_node_uuid=arec.uuid, cell_uuid=arec.cell_uuid,
@@ -348,6 +341,43 @@ class Scheduler:
                                       weight=r.weight))
             result.append(line)
         return result
+
+    def _alternates(self, ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: int):
+        """Up to ``wanted`` (ranked host, allocation request) pairs from
+        ``cell_uuid``, never a chosen or dropped host, best first.
+
+        "next": the hosts ranked right after the chosen. "spread": hosts
+        spaced evenly through the ranked hosts of the cell (for 2 of 90, the
+        30th and the 60th), moving on when one has no candidate left. Cost:
+        one pass over the ranked list (ids and cells only) for "spread"."""
+        if not wanted:
+            return []
+        eligible = (r for r in ranked if r.host.uuid not in chosen and r.host.uuid not in dropped
+                    and r.host.record.cell_uuid == cell_uuid)
+        if self.settings.alternates_from == "spread":
+            pool = list(eligible)
+            n = len(pool)
+            if n > wanted:
+                starts = [(i + 1) * n // (wanted + 1) for i in range(wanted)]
+                picked = []
+                # Each alternate takes the first host with a candidate left
+                # in its stretch of the ranking (up to the next one's start).
+                for start, end in zip(starts, starts[1:] + [n]):
+                    for r in pool[start:end]:
+                        candidate = r.host.first_candidate()
+                        if candidate is not None:
+                            picked.append((r, candidate))
+                            break
+                return picked
+            eligible = iter(pool)
+        picked = []
+        for r in eligible:
+            candidate = r.host.first_candidate()
+            if candidate is not None:
+                picked.append((r, candidate))
+                if len(picked) == wanted:
+                    break
+        return picked
 
     def _rollback(self, claimed: list[_Claimed]) -> None:
         for c in claimed:

@@ -79,6 +79,7 @@ class Run:
         sign = 1.0 if design.weigher == "spread" else -1.0
         settings = SchedulerSettings(max_placement_results=scenario.candidates_limit,
                                      host_subset_size=design.host_subset_size,
+                                     alternates_from=design.effective_alternates_from(),
                                      topology_levels=fleet.directory.levels)
         settings = settings.with_multipliers(ram_weight_multiplier=sign, cpu_weight_multiplier=sign,
                                              disk_weight_multiplier=sign, **design.multipliers)

@@ -164,12 +164,23 @@ class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     weigher: Literal["spread", "pack"] = "spread"
     # conductor-claims: hosts the scheduler ranks for the super conductor to claim down.
     ranked: int = 10
+    # Where the scheduler takes alternates from ("spread" or "next"; see
+    # SchedulerSettings.alternates_from). Default: "next" for legacy and
+    # conductor-claims (upstream's ranked list), the scheduler's own default
+    # for scheduler-claims.
+    alternates_from: Literal["spread", "next"] | None = None
     multipliers: dict[str, float] = {}
+
+    def effective_alternates_from(self) -> str:
+        if self.alternates_from is not None:
+            return self.alternates_from
+        return "spread" if self.design == "scheduler-claims" else "next"
 
     def knobs(self) -> dict[str, str | int | float | bool]:
         knobs: dict[str, str | int | float | bool] = {
             "alternates": self.alternates, "max_attempts": self.max_attempts,
-            "host_subset_size": self.host_subset_size, "schedulers": self.schedulers, "weigher": self.weigher}
+            "host_subset_size": self.host_subset_size, "schedulers": self.schedulers, "weigher": self.weigher,
+            "alternates_from": self.effective_alternates_from()}
         if self.design == "conductor-claims":
             knobs["ranked"] = self.ranked
         knobs.update(self.multipliers)

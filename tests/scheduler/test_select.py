@@ -277,3 +277,17 @@ def test_a_lost_batch_falls_back_to_claims_one_by_one(fleet, make_scheduler, eng
     for line in lines:
         held = client.get_allocations(line[0].consumer_uuid)
         assert held.as_resources() == line[0].allocation_request.as_resources()
+
+
+def test_alternates_spread_through_the_ranking_or_follow_the_chosen(fleet, make_scheduler):
+    # Spread weighing ranks h0 (most free) first, then h1, h2, ... h8.
+    for i in range(9):
+        fleet.host(f"h{i}", memory_mb=32768 - 1024 * i)
+    spread = make_scheduler().select_destinations(req(1), alternates=2)[0]
+    # Eight eligible hosts after the chosen h0: alternates at the 3rd and 6th
+    # of them, away from the top that requests in flight are about to take.
+    assert [s.nodename for s in spread] == ["h0", "h3", "h6"]
+    nxt = make_scheduler(SchedulerSettings(alternates_from="next")).select_destinations(req(1), alternates=2)[0]
+    assert [s.nodename for s in nxt] == ["h1", "h2", "h3"]  # h0 holds the first claim now
+    with pytest.raises(ValueError, match="alternates_from"):
+        make_scheduler(SchedulerSettings(alternates_from="random"))

@@ -13,7 +13,8 @@ sections are the scheduler's own, so one file can configure Placement
                           service_down_time, limit_tenants_to_placement_aggregate,
                           placement_aggregate_required_for_tenants
     [filter_scheduler]    enabled_filters, weighers, host_subset_size,
-                          shuffle_best_same_weighed_hosts, <name>_weight_multiplier
+                          shuffle_best_same_weighed_hosts, alternates_from (spread|next),
+                          <name>_weight_multiplier
     [oslo_policy]         policy_file
     [billeting]           log_level, legacy_policy, auto_upgrade
 """
@@ -61,6 +62,7 @@ class ServiceConfig:
     weighers: list[str] = field(default_factory=list)  # empty: every built-in weigher
     host_subset_size: int = 1
     shuffle_best_same_weighed_hosts: bool = False
+    alternates_from: str = "spread"
     multipliers: dict[str, float] = field(default_factory=dict)
 
     def scheduler_settings(self) -> SchedulerSettings:
@@ -71,7 +73,8 @@ class ServiceConfig:
             placement_aggregate_required_for_tenants=self.placement_aggregate_required_for_tenants,
             enabled_filters=tuple(self.enabled_filters) or None, weighers=tuple(self.weighers) or None,
             multipliers={**DEFAULT_MULTIPLIERS, **self.multipliers}, host_subset_size=self.host_subset_size,
-            shuffle_best_same_weighed_hosts=self.shuffle_best_same_weighed_hosts)
+            shuffle_best_same_weighed_hosts=self.shuffle_best_same_weighed_hosts,
+            alternates_from=self.alternates_from)
 
 
 _FILE_KEYS = {
@@ -90,6 +93,7 @@ _FILE_KEYS = {
     "filter_scheduler.enabled_filters": "enabled_filters", "filter_scheduler.weighers": "weighers",
     "filter_scheduler.host_subset_size": "host_subset_size",
     "filter_scheduler.shuffle_best_same_weighed_hosts": "shuffle_best_same_weighed_hosts",
+    "filter_scheduler.alternates_from": "alternates_from",
 }
 _TYPES = {f.name: f.type for f in fields(ServiceConfig)}
 
