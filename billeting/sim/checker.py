@@ -121,25 +121,24 @@ def _traits(state: PlacementState, instances: dict[str, InstanceExpect]) -> list
 
 
 def _host_name(state: PlacementState, held: dict[str, dict[str, int]]) -> str | None:
-    for rp in held:
-        prov = state.providers.get(rp)
-        if prov is None:
-            continue
-        root = state.providers.get(prov.root)
-        if root is not None and "MISC_SHARES_VIA_AGGREGATE" not in root.traits:
-            return root.name
-    return None
+    root = _host_root(state, held)
+    return root.name if root is not None else None
 
 
 def host_of(state: PlacementState, held: dict[str, dict[str, int]]) -> str | None:
     """The root (host) uuid an allocation is on, ignoring sharing providers."""
+    root = _host_root(state, held)
+    return root.uuid if root is not None else None
+
+
+def _host_root(state: PlacementState, held: dict[str, dict[str, int]]):
     for rp in held:
         prov = state.providers.get(rp)
         if prov is None:
             continue
         root = state.providers.get(prov.root)
         if root is not None and "MISC_SHARES_VIA_AGGREGATE" not in root.traits:
-            return root.uuid
+            return root
     return None
 
 
