@@ -110,19 +110,6 @@ def test_errors_are_in_novas_format(plane_factory):
             assert r.json[kind]["message"] == message
 
 
-def test_moves_answer_409_while_no_move_tasks_are_wired(plane_factory):
-    p = plane_factory(computes=1)
-    p.flavor()
-    uuid = p.boot()
-    wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
-    if p.plane.moves is not None:  # the move tasks are merged: their own tests cover them
-        return
-    r = p.call("POST", f"/v2.1/servers/{uuid}/action", {"migrate": None})
-    assert r.status_code == 409 and "conflictingRequest" in r.json
-    r = p.call("POST", f"/v2.1/servers/{uuid}/action", {"reboot": {}})
-    assert r.status_code == 400
-
-
 def test_server_groups_and_anti_affinity(plane_factory):
     p = plane_factory(computes=2)
     p.flavor()

@@ -58,20 +58,23 @@ class ServerAction:
         uuid = found.mapping.instance_uuid
         if self.deps.moves is None:
             raise conflict(f"Cannot '{key}' instance {server_id}: moves are not available in this deployment.")
-        instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action=action, request_id=ctx.request_id,
-                                project_id=ctx.project_id, user_id=ctx.user_id)
+
+        def remember(**kw) -> None:
+            instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action=action,
+                                    request_id=ctx.request_id, project_id=ctx.project_id, user_id=ctx.user_id, **kw)
+
+        # Like Nova, a request refused up front (bad flavor, wrong state) leaves
+        # no action; one the scheduler could not place leaves a failed one.
         try:
             self._run(key, uuid, args, action_events.migration_uuid(ctx.request_id, uuid))
         except MoveRefused as exc:
-            instance_actions.finish(self.deps.api_engine, uuid, action, message="Error")
+            if exc.message.startswith("No valid host"):
+                remember(message="Error", finished=True)
             raise NovaError(exc.status if exc.status in (400, 403, 404, 409) else 400, exc.message) from None
-        except NovaError:
-            instance_actions.finish(self.deps.api_engine, uuid, action, message="Error")
-            raise
         resp.status = status
-        if key in ("confirmResize", "revertResize"):
-            # Done while the request waited (see action_events).
-            instance_actions.finish(self.deps.api_engine, uuid, action)
+        # confirm and revert are done while the request waits; the moves
+        # finish later and their result is read from the cell (action_events).
+        remember(finished=key in ("confirmResize", "revertResize"))
         if key == "evacuate" and not ctx.version.at_least(14):
             resp.media = {"adminPass": None}
 
