@@ -30,11 +30,11 @@ def _action(row) -> InstanceAction:
 
 
 def record(engine: Engine, *, instance_uuid: str, action: str, request_id: str, project_id: str, user_id: str,
-           message: str | None = None, finished: bool = False) -> None:
+           message: str | None = None, finished: bool = False, start_time: dt.datetime | None = None) -> None:
     now = utcnow()
     run_write(engine, lambda conn: conn.execute(insert(t.instance_actions).values(
         request_id=request_id, instance_uuid=instance_uuid, action=action, project_id=project_id,
-        user_id=user_id, message=message[:255] if message else None, start_time=now,
+        user_id=user_id, message=message[:255] if message else None, start_time=start_time or now,
         finish_time=now if finished else None, created_at=now, updated_at=now)))
 
 

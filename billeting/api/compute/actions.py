@@ -10,6 +10,7 @@ from billeting.api.compute.errors import NovaError, bad_request, conflict, not_f
 from billeting.api.compute.lookup import find
 from billeting.api.compute.servers import ref_id
 from billeting.apidb import flavors, instance_actions
+from billeting.apidb.aggregates import utcnow
 from billeting.apidb.cell_mappings import CELL0
 from billeting.cells import moves as migrations
 from billeting.conductor.move_protocols import MoveRefused
@@ -59,8 +60,10 @@ class ServerAction:
         if self.deps.moves is None:
             raise conflict(f"Cannot '{key}' instance {server_id}: moves are not available in this deployment.")
 
+        started = utcnow()
+
         def remember(**kw) -> None:
-            instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action=action,
+            instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action=action, start_time=started,
                                     request_id=ctx.request_id, project_id=ctx.project_id, user_id=ctx.user_id, **kw)
 
         # Like Nova, a request refused up front (bad flavor, wrong state) leaves
