@@ -111,6 +111,8 @@ def test_cold_migrate_then_confirm(moves):
 
     body = m.settled(uuid, "VERIFY_RESIZE")
     assert body["OS-EXT-SRV-ATTR:host"] == "host2" and body["flavor"]["original_name"] == "small"
+    owner = m.p.call("GET", f"/v2.1/servers/{uuid}", headers={"X-Auth-Token": "bob:admin"}).json["server"]
+    assert owner["status"] == "VERIFY_RESIZE" and "OS-EXT-SRV-ATTR:host" not in owner  # admin only
     migration, = m.migrations(uuid)
     assert (migration["status"], migration["migration_type"], migration["source_compute"],
             migration["dest_compute"]) == ("finished", "migration", "host1", "host2")
