@@ -326,3 +326,28 @@ def test_a_plane_without_move_tasks_refuses_moves_with_409(moves):
     assert r.status_code == 409 and "moves are not available" in r.json["conflictingRequest"]["message"]
     assert act({"reboot": {}}).status_code == 400
     assert m.server(uuid)["status"] == "ACTIVE" and m.migrations(uuid) == []
+
+
+def test_a_failed_build_closes_its_create_action_with_an_error(plane_factory):
+    p = plane_factory(computes=0, build_attempts=1)
+    p.d.compute("host1", config=FakeConfig(vcpus=16, memory_mb=32768, disk_gb=500, failure_rate=1.0))
+    p.flavor()
+    uuid = p.boot()
+    wait_for(lambda: p.status(uuid) == "ERROR", what="ERROR")
+    listed, = p.call("GET", f"/v2.1/servers/{uuid}/os-instance-actions").json["instanceActions"]
+    assert listed["action"] == "create" and listed["message"] == "Error"
+    one = p.call("GET", f"/v2.1/servers/{uuid}/os-instance-actions/{listed['request_id']}").json["instanceAction"]
+    assert [(e["event"], e["result"]) for e in one["events"]] == [
+        ("conductor_schedule_and_build_instances", "Success"), ("compute__do_build_and_run_instance", "Error")]
+    assert one["events"][1]["finish_time"] and one["events"][1]["host"] == "host1"
+
+
+def test_move_bodies_follow_the_microversion(moves):
+    m = moves
+    uuid = m.boot()
+    assert m.act(uuid, {"migrate": {"host": "host2"}}, version="2.55").status_code == 400
+    assert m.act(uuid, {"evacuate": {"onSharedStorage": False}}, version="2.14").status_code == 400
+    assert m.act(uuid, {"evacuate": {}}, version="2.13").status_code == 400
+    r = m.act(uuid, {"migrate": {"host": "host3"}}, version="2.56")
+    assert r.status_code == 202, r.text
+    assert m.settled(uuid, "VERIFY_RESIZE")["OS-EXT-SRV-ATTR:host"] == "host3"

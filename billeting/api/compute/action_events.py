@@ -94,8 +94,9 @@ def _create(action: InstanceAction, record: InstanceRecord | None, in_cell0: boo
                       record.host)
         return Outcome(record.launched_at, None, (scheduled, build))
     if state == "error":
-        build = Event("compute__do_build_and_run_instance", record.created_at, record.updated_at, ERROR,
-                      record.host)
+        # A failed build has no host any more: the last one tried.
+        last = record.host or (record.hosts_tried[-1].host if record.hosts_tried else None)
+        build = Event("compute__do_build_and_run_instance", record.created_at, record.updated_at, ERROR, last)
         return Outcome(record.updated_at, ERROR, (scheduled, build))
     build = Event("compute__do_build_and_run_instance", record.created_at, None, None, record.host)
     return Outcome(None, None, (scheduled, build))

@@ -123,6 +123,12 @@ def _check_args(key: str, args: dict, ctx: RequestContext) -> None:
     if key == "evacuate" and not ctx.version.at_least(14) and "onSharedStorage" not in args:
         raise bad_request("Invalid input for field/attribute evacuate. Value: onSharedStorage is a required "
                           "property.")
+    if key == "evacuate" and ctx.version.at_least(14) and "onSharedStorage" in args:
+        raise bad_request("Invalid input for field/attribute evacuate. Additional properties are not allowed "
+                          "('onSharedStorage' was unexpected)")
+    if key == "migrate" and "host" in args and not ctx.version.at_least(56):
+        raise bad_request("Invalid input for field/attribute migrate. Additional properties are not allowed "
+                          "('host' was unexpected)")
     if key in ("os-migrateLive", "evacuate") and "force" in args and ctx.version.at_least(68):
         raise bad_request(f"Invalid input for field/attribute {key}. Additional properties are not allowed "
                           "('force' was unexpected)")
