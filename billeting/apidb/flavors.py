@@ -27,6 +27,7 @@ class StoredFlavor(msgspec.Struct, frozen=True, kw_only=True):
     disabled: bool
     extra_specs: dict[str, str]
     created_at: dt.datetime | None = None
+    id: int = 0    # the row id (os-migrations' old/new_instance_type_id)
 
     def scheduler_flavor(self) -> Flavor:
         """What the scheduler and the cells carry."""
@@ -53,7 +54,7 @@ def _flavor(row, specs: dict[str, str]) -> StoredFlavor:
                         root_gb=row.root_gb, ephemeral_gb=row.ephemeral_gb, swap=row.swap,
                         rxtx_factor=float(row.rxtx_factor), description=row.description,
                         is_public=bool(row.is_public), disabled=bool(row.disabled), extra_specs=dict(specs),
-                        created_at=row.created_at)
+                        created_at=row.created_at, id=row.id)
 
 
 def create(engine: Engine, *, flavorid: str, name: str, vcpus: int, memory_mb: int, root_gb: int = 0,

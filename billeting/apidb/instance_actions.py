@@ -30,11 +30,11 @@ def _action(row) -> InstanceAction:
 
 
 def record(engine: Engine, *, instance_uuid: str, action: str, request_id: str, project_id: str, user_id: str,
-           message: str | None = None, finished: bool = False) -> None:
+           message: str | None = None, finished: bool = False, start_time: dt.datetime | None = None) -> None:
     now = utcnow()
     run_write(engine, lambda conn: conn.execute(insert(t.instance_actions).values(
         request_id=request_id, instance_uuid=instance_uuid, action=action, project_id=project_id,
-        user_id=user_id, message=message[:255] if message else None, start_time=now,
+        user_id=user_id, message=message[:255] if message else None, start_time=start_time or now,
         finish_time=now if finished else None, created_at=now, updated_at=now)))
 
 
@@ -67,3 +67,13 @@ def by_request(engine: Engine, instance_uuid: str, request_id: str) -> InstanceA
     row = run_read(engine, lambda conn: conn.execute(select(t.instance_actions).where(
         a.instance_uuid == instance_uuid, a.request_id == request_id)).first())
     return _action(row) if row is not None else None
+
+
+def close(engine: Engine, action_id: int, *, finish_time: dt.datetime, message: str | None = None) -> None:
+    """Record the result the API derived for an open action (only if still open)."""
+    a = t.instance_actions.c
+    values: dict = {"finish_time": finish_time, "updated_at": utcnow()}
+    if message:
+        values["message"] = message[:255]
+    run_write(engine, lambda conn: conn.execute(update(t.instance_actions).where(
+        a.id == action_id, a.finish_time.is_(None)).values(**values)))

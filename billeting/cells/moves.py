@@ -43,6 +43,7 @@ class MigrationRecord(msgspec.Struct, frozen=True, kw_only=True):
     new_flavor: Flavor | None
     created_at: datetime
     updated_at: datetime
+    id: int = 0    # the row id: the integer the compute API shows (os-migrations)
 
 
 class MigrationExists(Exception):
@@ -55,7 +56,7 @@ def _record(row) -> MigrationRecord:
         source_compute=row.source_compute, source_node=row.source_node, dest_compute=row.dest_compute,
         dest_node=row.dest_node, old_flavor=_dec_flavor(row.old_flavor) if row.old_flavor else None,
         new_flavor=_dec_flavor(row.new_flavor) if row.new_flavor else None, created_at=row.created_at,
-        updated_at=row.updated_at)
+        updated_at=row.updated_at, id=row.id)
 
 
 def create(engine: Engine, *, uuid: str, instance_uuid: str, migration_type: MigrationType,
@@ -84,6 +85,15 @@ def for_instance(engine: Engine, instance_uuid: str) -> list[MigrationRecord]:
         select(t.migrations).where(t.migrations.c.instance_uuid == instance_uuid)
         .order_by(t.migrations.c.created_at, t.migrations.c.id)).all())
     return [_record(r) for r in rows]
+
+
+def listing(engine: Engine, *, instance_uuids: list[str] | None = None) -> list[MigrationRecord]:
+    """Every migration (of those instances), newest first (the compute API's os-migrations)."""
+    c = t.migrations.c
+    query = select(t.migrations).order_by(c.created_at.desc(), c.id.desc())
+    if instance_uuids is not None:
+        query = query.where(c.instance_uuid.in_(instance_uuids))
+    return [_record(r) for r in run_read(engine, lambda conn: conn.execute(query).all())]
 
 
 def involving(engine: Engine, host: str) -> list[MigrationRecord]:

@@ -32,6 +32,7 @@ class ServiceRecord(msgspec.Struct, frozen=True, kw_only=True):
     report_count: int
     created_at: datetime
     updated_at: datetime
+    id: int = 0    # the row id: the compute API's service id before microversion 2.53
 
     def is_up(self, down_time_s: float = DEFAULT_DOWN_TIME_S, now: datetime | None = None) -> bool:
         if self.forced_down:
@@ -42,7 +43,8 @@ class ServiceRecord(msgspec.Struct, frozen=True, kw_only=True):
 def service_record(row) -> ServiceRecord:
     return ServiceRecord(host=row.host, binary=row.binary, disabled=bool(row.disabled),
                          disabled_reason=row.disabled_reason, forced_down=bool(row.forced_down),
-                         report_count=row.report_count, created_at=row.created_at, updated_at=row.updated_at)
+                         report_count=row.report_count, created_at=row.created_at, updated_at=row.updated_at,
+                         id=row.id)
 
 
 def _get(conn: Connection, host: str, binary: str):
@@ -129,6 +131,7 @@ class ComputeNodeRecord(msgspec.Struct, frozen=True, kw_only=True):
     local_gb_used: int
     failed_builds: int
     updated_at: datetime
+    id: int = 0    # the row id: the compute API's hypervisor id before microversion 2.53
 
 
 def _node(row) -> ComputeNodeRecord:
@@ -136,7 +139,7 @@ def _node(row) -> ComputeNodeRecord:
                              hypervisor_type=row.hypervisor_type, vcpus=row.vcpus, memory_mb=row.memory_mb,
                              local_gb=row.local_gb, vcpus_used=row.vcpus_used, memory_mb_used=row.memory_mb_used,
                              local_gb_used=row.local_gb_used, failed_builds=row.failed_builds,
-                             updated_at=row.updated_at)
+                             updated_at=row.updated_at, id=row.id)
 
 
 def save_node(engine: Engine, usage: NodeUsage) -> None:

@@ -91,9 +91,12 @@ class MoveRefused(Exception):
 
 class MoveTasks(Protocol):
     def resize(self, instance_uuid: str, *, flavor: Flavor | None = None,
-               host: str | None = None) -> MoveAccepted:
+               host: str | None = None, migration_uuid: str | None = None) -> MoveAccepted:
         """Cold migrate (``flavor`` None) or resize; the instance ends in
-        VERIFY_RESIZE with the source's allocations held by the migration."""
+        VERIFY_RESIZE with the source's allocations held by the migration.
+        ``migration_uuid`` (every move takes one): the caller names the
+        migration, so the API can find it again from the request that
+        started it (instance action events); a new uuid when None."""
 
     def confirm_resize(self, instance_uuid: str) -> None:
         """Drop the source's allocations (held by the migration); ACTIVE on the destination."""
@@ -101,7 +104,9 @@ class MoveTasks(Protocol):
     def revert_resize(self, instance_uuid: str) -> None:
         """Give the instance its source allocations back; ACTIVE on the source."""
 
-    def live_migrate(self, instance_uuid: str, *, host: str | None = None) -> MoveAccepted: ...
+    def live_migrate(self, instance_uuid: str, *, host: str | None = None,
+                     migration_uuid: str | None = None) -> MoveAccepted: ...
 
-    def evacuate(self, instance_uuid: str, *, host: str | None = None) -> MoveAccepted:
+    def evacuate(self, instance_uuid: str, *, host: str | None = None,
+                 migration_uuid: str | None = None) -> MoveAccepted:
         """Rebuild on another host when the instance's compute is down (409 when it is up)."""

@@ -79,7 +79,8 @@ class ConductorMoveTasks:
 
     # --- resize and cold migrate --------------------------------------------------------
 
-    def resize(self, instance_uuid: str, *, flavor: Flavor | None = None, host: str | None = None) -> MoveAccepted:
+    def resize(self, instance_uuid: str, *, flavor: Flavor | None = None, host: str | None = None,
+               migration_uuid: str | None = None) -> MoveAccepted:
         cell, record = self._locate(instance_uuid)
         action = "resize" if flavor is not None else "migrate"
         kind = MoveKind.RESIZE if flavor is not None else MoveKind.MIGRATION
@@ -90,7 +91,7 @@ class ConductorMoveTasks:
         new_flavor = flavor if flavor is not None else record.flavor
         if not move_states.begin(cell.engine, instance_uuid, TaskState.RESIZE_PREP):
             raise self._state_conflict(cell, instance_uuid, action)
-        migration_uuid = str(uuidlib.uuid4())
+        migration_uuid = migration_uuid or str(uuidlib.uuid4())
         owner = _owner(record)
         try:
             migrations.create(cell.engine, uuid=migration_uuid, instance_uuid=instance_uuid,
@@ -169,7 +170,8 @@ class ConductorMoveTasks:
 
     # --- live migration ----------------------------------------------------------------
 
-    def live_migrate(self, instance_uuid: str, *, host: str | None = None) -> MoveAccepted:
+    def live_migrate(self, instance_uuid: str, *, host: str | None = None,
+                     migration_uuid: str | None = None) -> MoveAccepted:
         cell, record = self._locate(instance_uuid)
         self._check_idle(record, "os-migrateLive")
         self._check_target(record, host)
@@ -177,7 +179,7 @@ class ConductorMoveTasks:
             raise MoveRefused(f"Compute service of {record.host} is unavailable at this time.", status=409)
         if not move_states.begin(cell.engine, instance_uuid, TaskState.MIGRATING):
             raise self._state_conflict(cell, instance_uuid, "os-migrateLive")
-        migration_uuid = str(uuidlib.uuid4())
+        migration_uuid = migration_uuid or str(uuidlib.uuid4())
         owner = _owner(record)
         try:
             migrations.create(cell.engine, uuid=migration_uuid, instance_uuid=instance_uuid,
@@ -211,7 +213,8 @@ class ConductorMoveTasks:
 
     # --- evacuate ----------------------------------------------------------------------
 
-    def evacuate(self, instance_uuid: str, *, host: str | None = None) -> MoveAccepted:
+    def evacuate(self, instance_uuid: str, *, host: str | None = None,
+                 migration_uuid: str | None = None) -> MoveAccepted:
         cell, record = self._locate(instance_uuid)
         if record.task_state is not None or record.vm_state not in move_states.EVACUABLE or record.host is None:
             raise MoveRefused(f"Cannot 'evacuate' instance {instance_uuid} while it is in vm_state "
@@ -222,7 +225,7 @@ class ConductorMoveTasks:
         if not move_states.begin(cell.engine, instance_uuid, TaskState.REBUILDING, vm_states=move_states.EVACUABLE,
                                  host=record.host):
             raise self._state_conflict(cell, instance_uuid, "evacuate")
-        migration_uuid = str(uuidlib.uuid4())
+        migration_uuid = migration_uuid or str(uuidlib.uuid4())
         owner = _owner(record)
         try:
             migrations.create(cell.engine, uuid=migration_uuid, instance_uuid=instance_uuid,

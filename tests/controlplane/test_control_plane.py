@@ -110,19 +110,6 @@ def test_errors_are_in_novas_format(plane_factory):
             assert r.json[kind]["message"] == message
 
 
-def test_moves_answer_409_while_no_move_tasks_are_wired(plane_factory):
-    p = plane_factory(computes=1)
-    p.flavor()
-    uuid = p.boot()
-    wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
-    if p.plane.moves is not None:  # the move tasks are merged: their own tests cover them
-        return
-    r = p.call("POST", f"/v2.1/servers/{uuid}/action", {"migrate": None})
-    assert r.status_code == 409 and "conflictingRequest" in r.json
-    r = p.call("POST", f"/v2.1/servers/{uuid}/action", {"reboot": {}})
-    assert r.status_code == 400
-
-
 def test_server_groups_and_anti_affinity(plane_factory):
     p = plane_factory(computes=2)
     p.flavor()
@@ -145,3 +132,21 @@ def test_server_groups_and_anti_affinity(plane_factory):
     members = p.call("GET", f"/v2.1/os-server-groups/{group['id']}").json["server_group"]["members"]
     assert sorted(members) == sorted(uuids)
     assert p.call("DELETE", f"/v2.1/os-server-groups/{group['id']}").status_code == 204
+
+
+def test_min_count_below_max_count_still_needs_room_for_max_count(plane_factory):
+    """Nova's scheduler places every one of ``max_count`` instances or none
+    (its ``min_count`` only bounds what the quota check may cut ``max_count``
+    down to, and there are no quotas here): a request that only partly fits
+    fails whole, and nothing stays allocated."""
+    p = plane_factory(computes=1)  # 32 GB of memory: one of these fits, two do not
+    p.flavor(fid="half", name="half", vcpus=1, ram=30000, disk=1)
+    r = p.call("POST", "/v2.1/servers", {"server": {"name": "many", "flavorRef": "half", "imageRef": "cirros",
+                                                    "networks": "none", "min_count": 1, "max_count": 2}})
+    assert r.status_code == 202, r.text
+    servers = wait_for(lambda: (lambda s: s if len(s) == 2 and all(x["status"] == "ERROR" for x in s) else None)(
+        p.call("GET", "/v2.1/servers/detail").json["servers"]), what="2 ERROR")
+    assert all("No valid host" in s["fault"]["message"] for s in servers)
+    assert all(not p.d.placement.get_allocations(s["id"]).allocations for s in servers)
+    one = p.boot(name="one", flavor="half")  # min_count alone would have fitted
+    wait_for(lambda: p.status(one) == "ACTIVE", what="ACTIVE")

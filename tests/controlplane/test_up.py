@@ -107,6 +107,32 @@ def test_openstacksdk_drives_the_compute_api(up):
     assert server.status == "ACTIVE"
     assert [s.id for s in conn.compute.servers(name="sdk-vm")] == [server.id]
     assert {s.binary for s in conn.compute.services()} == {"nova-compute", "nova-conductor"}
+
+    # Resize + confirm, then a live migration, through the compute proxy.
+    big = conn.compute.create_flavor(name="sdk-big", ram=2048, vcpus=2, disk=20, id="sdk-big")
+    source = conn.compute.get_server(server.id).compute_host
+    conn.compute.resize_server(server, big.id)
+    server = conn.compute.wait_for_server(server, status="VERIFY_RESIZE", wait=60, interval=0.5)
+    assert server.compute_host != source and server.flavor.original_name == "sdk-big"
+    migration, = [m for m in conn.compute.migrations() if m.server_id == server.id]
+    assert (migration.migration_type, migration.status) == ("resize", "finished")
+    conn.compute.confirm_server_resize(server)
+    server = conn.compute.wait_for_server(server, status="ACTIVE", wait=60, interval=0.5)
+    assert server.flavor.original_name == "sdk-big"
+    before = server.compute_host
+    conn.compute.live_migrate_server(server, host=None, block_migration="auto")
+    wait_for(lambda: (s := conn.compute.get_server(server.id)).status == "ACTIVE" and s.task_state is None
+             and s.compute_host != before, what="live-migrated")
+    actions = {a.action for a in conn.compute.server_actions(server)}
+    assert {"create", "resize", "confirmResize", "live-migration"} <= actions
+
+    # Take a compute out of scheduling and put it back.
+    service = next(s for s in conn.compute.services() if s.binary == "nova-compute")
+    disabled = conn.compute.disable_service(service, service.host, service.binary, disabled_reason="maint")
+    assert disabled.status == "disabled"
+    listed = next(s for s in conn.compute.services() if s.id == service.id)
+    assert (listed.status, listed.disabled_reason) == ("disabled", "maint")
+    assert conn.compute.enable_service(service, service.host, service.binary).status == "enabled"
     conn.compute.delete_server(server)
     conn.compute.wait_for_delete(server, wait=60, interval=0.5)
     conn.close()

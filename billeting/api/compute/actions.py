@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import falcon
 
-from billeting.api.compute import schemas, views
+from billeting.api.compute import action_events, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, conflict, not_found
 from billeting.api.compute.lookup import find
 from billeting.api.compute.servers import ref_id
 from billeting.apidb import flavors, instance_actions
+from billeting.apidb.aggregates import utcnow
+from billeting.apidb.cell_mappings import CELL0
+from billeting.cells import moves as migrations
 from billeting.conductor.move_protocols import MoveRefused
 
 # body key → (instance action name, admin only, status on success)
@@ -49,55 +52,111 @@ class ServerAction:
         if args is not None and not isinstance(args, dict):
             raise bad_request(f"Invalid input for field/attribute {key}. Value: {args}.")
         args = args or {}
+        _check_args(key, args, ctx)
         found = find(self.deps, ctx, server_id)
         if found.record is None:
             raise conflict(f"Cannot '{key}' instance {server_id} while it is in vm_state building")
         uuid = found.mapping.instance_uuid
         if self.deps.moves is None:
             raise conflict(f"Cannot '{key}' instance {server_id}: moves are not available in this deployment.")
-        instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action=action, request_id=ctx.request_id,
-                                project_id=ctx.project_id, user_id=ctx.user_id)
+
+        started = utcnow()
+
+        def remember(**kw) -> None:
+            instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action=action, start_time=started,
+                                    request_id=ctx.request_id, project_id=ctx.project_id, user_id=ctx.user_id, **kw)
+
+        # Like Nova, a request refused up front (bad flavor, wrong state) leaves
+        # no action; one the scheduler could not place leaves a failed one.
         try:
-            self._run(key, uuid, args)
+            self._run(key, uuid, args, action_events.migration_uuid(ctx.request_id, uuid))
         except MoveRefused as exc:
-            instance_actions.finish(self.deps.api_engine, uuid, action, message="Error")
+            if exc.message.startswith("No valid host"):
+                remember(message="Error", finished=True)
             raise NovaError(exc.status if exc.status in (400, 403, 404, 409) else 400, exc.message) from None
-        except NovaError:
-            instance_actions.finish(self.deps.api_engine, uuid, action, message="Error")
-            raise
         resp.status = status
-        if key == "confirmResize":
-            instance_actions.finish(self.deps.api_engine, uuid, action)
+        # confirm and revert are done while the request waits; the moves
+        # finish later and their result is read from the cell (action_events).
+        remember(finished=key in ("confirmResize", "revertResize"))
         if key == "evacuate" and not ctx.version.at_least(14):
             resp.media = {"adminPass": None}
 
-    def _run(self, key: str, uuid: str, args: dict) -> None:
+    def _run(self, key: str, uuid: str, args: dict, migration_uuid: str) -> None:
         moves = self.deps.moves
         if key == "migrate":
-            moves.resize(uuid, host=_host(args.get("host")))
+            moves.resize(uuid, host=_host(args.get("host")), migration_uuid=migration_uuid)
         elif key == "resize":
             if "flavorRef" not in args:
                 raise bad_request("Invalid input for field/attribute resize. Value: flavorRef is required.")
             flavor = flavors.get(self.deps.api_engine, ref_id(args["flavorRef"]))
             if flavor is None:
                 raise bad_request(f"Flavor {ref_id(args['flavorRef'])} could not be found.")
-            moves.resize(uuid, flavor=flavor.scheduler_flavor())
+            moves.resize(uuid, flavor=flavor.scheduler_flavor(), migration_uuid=migration_uuid)
         elif key == "confirmResize":
             moves.confirm_resize(uuid)
         elif key == "revertResize":
             moves.revert_resize(uuid)
         elif key == "os-migrateLive":
-            moves.live_migrate(uuid, host=_host(args.get("host")))
+            moves.live_migrate(uuid, host=_host(args.get("host")), migration_uuid=migration_uuid)
         elif key == "evacuate":
-            moves.evacuate(uuid, host=_host(args.get("host")))
+            moves.evacuate(uuid, host=_host(args.get("host")), migration_uuid=migration_uuid)
 
 
-def _action_view(a: instance_actions.InstanceAction, ctx: RequestContext) -> dict:
-    body = {"action": a.action, "instance_uuid": a.instance_uuid, "message": a.message,
+def _check_args(key: str, args: dict, ctx: RequestContext) -> None:
+    """The body shapes Nova's schemas accept for the microversion (the
+    fields this deployment has no use for are accepted and ignored)."""
+    if key == "os-migrateLive":
+        if "host" not in args:
+            raise bad_request("Invalid input for field/attribute os-migrateLive. Value: host is a required "
+                              "property.")
+        block = args.get("block_migration")
+        allowed = (True, False, "auto") if ctx.version.at_least(25) else (True, False, "True", "False", "true",
+                                                                             "false")
+        if block not in allowed:
+            raise bad_request(f"Invalid input for field/attribute block_migration. Value: {block}.")
+        if ctx.version.at_least(25) and "disk_over_commit" in args:
+            raise bad_request("Invalid input for field/attribute os-migrateLive. Additional properties are not "
+                              "allowed ('disk_over_commit' was unexpected)")
+        if not ctx.version.at_least(25) and "disk_over_commit" not in args:
+            raise bad_request("Invalid input for field/attribute os-migrateLive. Value: disk_over_commit is a "
+                              "required property.")
+    if key == "evacuate" and not ctx.version.at_least(14) and "onSharedStorage" not in args:
+        raise bad_request("Invalid input for field/attribute evacuate. Value: onSharedStorage is a required "
+                          "property.")
+    if key == "evacuate" and ctx.version.at_least(14) and "onSharedStorage" in args:
+        raise bad_request("Invalid input for field/attribute evacuate. Additional properties are not allowed "
+                          "('onSharedStorage' was unexpected)")
+    if key == "migrate" and "host" in args and not ctx.version.at_least(56):
+        raise bad_request("Invalid input for field/attribute migrate. Additional properties are not allowed "
+                          "('host' was unexpected)")
+    if key in ("os-migrateLive", "evacuate") and "force" in args and ctx.version.at_least(68):
+        raise bad_request(f"Invalid input for field/attribute {key}. Additional properties are not allowed "
+                          "('force' was unexpected)")
+
+
+def _event_view(e: action_events.Event, ctx: RequestContext, project_id: str) -> dict:
+    body = {"event": e.event, "start_time": views.iso_micro(e.start_time),
+            "finish_time": views.iso_micro(e.finish_time), "result": e.result}
+    if ctx.is_admin or not ctx.version.at_least(51):
+        body["traceback"] = None
+    if ctx.version.at_least(62):
+        if ctx.is_admin:
+            body["host"] = e.host or ""
+        body["hostId"] = views.host_id(project_id, e.host)
+    if ctx.version.at_least(84):
+        body["details"] = None
+    return body
+
+
+def _action_view(a: instance_actions.InstanceAction, ctx: RequestContext,
+                 outcome: action_events.Outcome | None = None) -> dict:
+    finish = outcome.finish_time if outcome is not None else a.finish_time
+    message = outcome.message if outcome is not None else a.message
+    body = {"action": a.action, "instance_uuid": a.instance_uuid, "message": message,
             "project_id": a.project_id, "request_id": a.request_id, "start_time": views.iso_micro(a.start_time),
             "user_id": a.user_id}
     if ctx.version.at_least(58):
-        body["updated_at"] = views.iso_micro(a.finish_time or a.start_time)
+        body["updated_at"] = views.iso_micro(finish or a.start_time)
     return body
 
 
@@ -105,11 +164,33 @@ class InstanceActions:
     def __init__(self, deps: ComputeAPIDeps) -> None:
         self.deps = deps
 
+    def _outcomes(self, found, actions: list[instance_actions.InstanceAction]) -> list[action_events.Outcome]:
+        """Each action's result, derived from the cell (see action_events); a
+        final result not yet in the API database is written there."""
+        engine = self.deps.cells.engine_of(found.cell) if found.cell else None
+        record = found.record
+        found_migrations = {}
+        wanted = [action_events.migration_uuid(a.request_id, a.instance_uuid) for a in actions
+                  if action_events.is_move(a.action)]
+        if wanted and engine is not None:
+            found_migrations = {m.uuid: m for m in migrations.listing(engine, instance_uuids=[
+                found.mapping.instance_uuid]) if m.uuid in wanted}
+        outcomes = []
+        for a in actions:
+            migration = found_migrations.get(action_events.migration_uuid(a.request_id, a.instance_uuid))
+            done = action_events.outcome(a, record, migration, in_cell0=found.cell == CELL0)
+            if a.finish_time is None and done.final:
+                instance_actions.close(self.deps.api_engine, a.id, finish_time=done.finish_time,
+                                       message=done.message)
+            outcomes.append(done)
+        return outcomes
+
     def on_get(self, req, resp, server_id: str) -> None:
         ctx: RequestContext = req.context.nova
         found = find(self.deps, ctx, server_id, include_deleted=True)
-        resp.media = {"instanceActions": [_action_view(a, ctx) for a in instance_actions.listing(
-            self.deps.api_engine, found.mapping.instance_uuid)]}
+        listed = instance_actions.listing(self.deps.api_engine, found.mapping.instance_uuid)
+        resp.media = {"instanceActions": [_action_view(a, ctx, o)
+                                          for a, o in zip(listed, self._outcomes(found, listed))]}
 
     def on_get_one(self, req, resp, server_id: str, request_id: str) -> None:
         ctx: RequestContext = req.context.nova
@@ -117,8 +198,10 @@ class InstanceActions:
         action = instance_actions.by_request(self.deps.api_engine, found.mapping.instance_uuid, request_id)
         if action is None:
             raise not_found(f"Action for request_id {request_id} on instance {server_id} not found")
-        body = _action_view(action, ctx)
-        body["events"] = []
+        outcome, = self._outcomes(found, [action])
+        body = _action_view(action, ctx, outcome)
+        if ctx.is_admin or ctx.version.at_least(51):
+            body["events"] = [_event_view(e, ctx, action.project_id) for e in outcome.events]
         resp.media = {"instanceAction": body}
 
 

@@ -3,7 +3,17 @@ from __future__ import annotations
 
 import falcon
 
-from billeting.api.compute import actions, errors, flavors, microversion, root, server_groups, servers, services
+from billeting.api.compute import (
+    actions,
+    errors,
+    flavors,
+    microversion,
+    migrations,
+    root,
+    server_groups,
+    servers,
+    services,
+)
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
 
 _ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
@@ -69,6 +79,10 @@ def _routes(app: falcon.App, p: str, deps: ComputeAPIDeps) -> None:
     app.add_route(f"{p}/flavors/{{flavor_id}}/os-extra_specs/{{key}}", flavors.ExtraSpec(deps))
     app.add_route(f"{p}/os-server-groups", server_groups.ServerGroups(deps))
     app.add_route(f"{p}/os-server-groups/{{group_id}}", server_groups.ServerGroup(deps))
+    app.add_route(f"{p}/os-migrations", migrations.Migrations(deps))
+    sm = migrations.ServerMigrations(deps)
+    app.add_route(f"{p}/servers/{{server_id}}/migrations", sm)
+    app.add_route(f"{p}/servers/{{server_id}}/migrations/{{migration_id}}", sm, suffix="one")
     app.add_route(f"{p}/os-services", services.Services(deps))
     app.add_route(f"{p}/os-services/{{service_id}}", services.Services(deps), suffix="one")
     hv = services.Hypervisors(deps)

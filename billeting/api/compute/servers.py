@@ -41,15 +41,28 @@ def _as_list(value) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(str(v) for v in value)
 
 
-def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: str) -> dict:
+def flavor_ids(deps: ComputeAPIDeps, ctx: RequestContext) -> dict[str, str]:
+    """Flavor name → flavor id, for the ``{"id": ..., "links": ...}`` flavor
+    servers show before 2.47 (instances carry the flavor itself, by name)."""
+    if ctx.version.at_least(47):
+        return {}
+    return {f.name: f.flavorid for f in flavors.listing(deps.api_engine)}
+
+
+def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: str,
+                ids: dict[str, str] | None = None) -> dict:
+    if ids is None:
+        ids = flavor_ids(deps, ctx)
     if found.record is None:
         return views.server_from_build_request(found.build_request, version=ctx.version, base=base,
-                                               is_admin=ctx.is_admin)
+                                               is_admin=ctx.is_admin,
+                                               flavorid=ids.get(found.build_request.flavor.name))
     fault = None
     if found.record.vm_state.value in ("error", "deleted"):
         engine = deps.cells.engine_of(found.cell) if found.cell else None
         fault = inst.latest_fault(engine, found.record.uuid) if engine is not None else None
-    return views.server_from_record(found.record, fault, version=ctx.version, base=base, is_admin=ctx.is_admin)
+    return views.server_from_record(found.record, fault, version=ctx.version, base=base, is_admin=ctx.is_admin,
+                                    flavorid=ids.get(found.record.flavor.name))
 
 
 def base_url(req: falcon.Request) -> str:
@@ -153,7 +166,9 @@ class Servers:
         found = [f for f in find_many(self.deps, mappings)
                  if wanted_deleted or f.record is None or f.record.vm_state.value != "deleted"]
         base = base_url(req)
-        bodies = [(f, server_body(self.deps, ctx, f, base)) for f in sorted(found, key=_SORT_KEY, reverse=True)]
+        ids = flavor_ids(self.deps, ctx)
+        bodies = [(f, server_body(self.deps, ctx, f, base, ids))
+                  for f in sorted(found, key=_SORT_KEY, reverse=True)]
         bodies = self._filter(ctx, bodies, params)
         limit = params.get("limit")
         marker = params.get("marker")

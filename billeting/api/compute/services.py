@@ -13,6 +13,9 @@ from billeting.cells import services as svc
 from billeting.cells.hosts import host_reports
 from billeting.cells.rpc import ComputeAPI
 
+# Our binaries are ``billeting-compute``/``billeting-conductor``; the API shows
+# Nova's names because clients match on them (openstacksdk, the legacy
+# ``PUT /os-services/disable`` body, ``?binary=nova-compute`` filters).
 _NOVA_BINARY = {svc.COMPUTE: "nova-compute", svc.CONDUCTOR: "nova-conductor"}
 _OUR_BINARY = {v: k for k, v in _NOVA_BINARY.items()}
 _NS = uuidlib.UUID("6c1e2a4e-0a3f-4b7a-9a55-5f4c2d8e1b10")
@@ -29,9 +32,12 @@ def _all_services(deps: ComputeAPIDeps) -> list[tuple[str, svc.ServiceRecord]]:
     return found
 
 
-def service_view(index: int, cell: str, record: svc.ServiceRecord, ctx: RequestContext, down_s: float) -> dict:
+def service_view(cell: str, record: svc.ServiceRecord, ctx: RequestContext, down_s: float) -> dict:
+    """Before 2.53 the id is the service's row id in its cell database, as in
+    Nova: stable, but two cells can show the same one (2.53 brought uuids
+    for that reason)."""
     binary = _NOVA_BINARY.get(record.binary, record.binary)
-    body = {"id": service_uuid(cell, record.host, record.binary) if ctx.version.at_least(53) else index,
+    body = {"id": service_uuid(cell, record.host, record.binary) if ctx.version.at_least(53) else record.id,
             "binary": binary, "host": record.host,
             "zone": "nova" if record.binary == svc.COMPUTE else "internal",
             "status": "disabled" if record.disabled else "enabled",
@@ -49,8 +55,8 @@ class Services:
     def on_get(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
         ctx.require_admin()
-        bodies = [service_view(i + 1, cell, rec, ctx, self.deps.service_down_time_s)
-                  for i, (cell, rec) in enumerate(_all_services(self.deps))]
+        bodies = [service_view(cell, rec, ctx, self.deps.service_down_time_s)
+                  for cell, rec in _all_services(self.deps)]
         if req.params.get("host"):
             bodies = [b for b in bodies if b["host"] == req.params["host"]]
         if req.params.get("binary"):
@@ -95,7 +101,7 @@ class Services:
         disabled = None if "status" not in doc else doc["status"] == "disabled"
         record = self._change(cell, record, disabled=disabled, reason=doc.get("disabled_reason"),
                               forced_down=doc.get("forced_down"))
-        resp.media = {"service": service_view(0, cell, record, ctx, self.deps.service_down_time_s)}
+        resp.media = {"service": service_view(cell, record, ctx, self.deps.service_down_time_s)}
 
     def _legacy(self, req, resp, ctx: RequestContext, action: str, doc) -> None:
         if ctx.version.at_least(53):
@@ -136,16 +142,18 @@ class Hypervisors:
                 found.append((cell, node, services.get(node.host), reports.get(node.nodename)))
         return found
 
-    def _view(self, index: int, cell: str, node, service, report, ctx: RequestContext, detail: bool) -> dict:
+    def _view(self, cell: str, node, service, report, ctx: RequestContext, detail: bool) -> dict:
+        # Before 2.53: row ids of the cell databases (stable; see service_view).
         new_ids = ctx.version.at_least(53)
-        body = {"id": node.uuid if new_ids else index, "hypervisor_hostname": node.nodename,
+        body = {"id": node.uuid if new_ids else node.id, "hypervisor_hostname": node.nodename,
                 "state": "up" if report is not None and report.up else "down",
                 "status": "disabled" if service is not None and service.disabled else "enabled"}
         if not detail:
             return body
         body.update({"host_ip": "127.0.0.1", "hypervisor_type": node.hypervisor_type, "hypervisor_version": 1,
                      "service": {"host": node.host,
-                                 "id": service_uuid(cell, node.host, svc.COMPUTE) if new_ids else index,
+                                 "id": service_uuid(cell, node.host, svc.COMPUTE) if new_ids else
+                                 (service.id if service else None),
                                  "disabled_reason": service.disabled_reason if service else None}})
         if not ctx.version.at_least(88):
             body.update({"vcpus": node.vcpus, "memory_mb": node.memory_mb, "local_gb": node.local_gb,
@@ -162,7 +170,7 @@ class Hypervisors:
     def _list(self, req, resp, detail: bool) -> None:
         ctx: RequestContext = req.context.nova
         ctx.require_admin()
-        bodies = [self._view(i + 1, *row, ctx, detail) for i, row in enumerate(self._nodes())]
+        bodies = [self._view(*row, ctx, detail) for row in self._nodes()]
         pattern = req.params.get("hypervisor_hostname_pattern")
         if pattern:
             bodies = [b for b in bodies if pattern in b["hypervisor_hostname"]]
@@ -177,11 +185,16 @@ class Hypervisors:
     def on_get_one(self, req, resp, hypervisor_id: str) -> None:
         ctx: RequestContext = req.context.nova
         ctx.require_admin()
-        for i, row in enumerate(self._nodes()):
-            if hypervisor_id in (row[1].uuid, str(i + 1)):
-                resp.media = {"hypervisor": self._view(i + 1, *row, ctx, True)}
-                return
-        raise not_found(f"Hypervisor with ID {hypervisor_id} could not be found.")
+        if ctx.version.at_least(53):
+            rows = [row for row in self._nodes() if row[1].uuid == hypervisor_id]
+        else:
+            rows = [row for row in self._nodes() if str(row[1].id) == hypervisor_id]
+            if len(rows) > 1:
+                raise bad_request(f"Hypervisor id {hypervisor_id} is in more than one cell; use microversion "
+                                  "2.53 or later (uuids).")
+        if not rows:
+            raise not_found(f"Hypervisor with ID {hypervisor_id} could not be found.")
+        resp.media = {"hypervisor": self._view(*rows[0], ctx, True)}
 
     def on_get_statistics(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova

@@ -20,6 +20,8 @@ _POWER = {"active": 1, "resized": 1}
 
 
 def status(vm_state: str, task_state: str | None) -> str:
+    if vm_state == "resized" and task_state == "resize_reverting":
+        return "REVERT_RESIZE"
     if vm_state == "active" and task_state in _ACTIVE_TASKS:
         return _ACTIVE_TASKS[task_state]
     if vm_state == "active" and task_state == "deleting":
@@ -53,7 +55,7 @@ def flavor_in_server(flavor: Flavor, flavorid: str | None, version: Version, bas
                 "ephemeral": flavor.ephemeral_gb, "swap": flavor.swap, "original_name": flavor.name,
                 "extra_specs": dict(flavor.extra_specs)}
     fid = flavorid or flavor.name
-    return {"id": fid, "links": [{"rel": "bookmark", "href": f"{base}/flavors/{fid}"}]}
+    return {"id": fid, "links": [{"rel": "bookmark", "href": f"{base}/flavors/{fid}"}]}  # Nova's shape < 2.47
 
 
 def fault(found: Fault, *, is_admin: bool) -> dict:
