@@ -1,7 +1,10 @@
 """The CI guard: the small scenario run through `billeting simulate` must
-stay at least as accurate as the stored baseline (and not grossly slower:
-latency is wall-clock on a shared 2-core machine, so speed gets a wide
-tolerance here while accuracy figures, deterministic for a seed, get none).
+stay at least as accurate and as economical as the stored baseline. Every
+figure judged here is deterministic for the seed (success, upcalls,
+violations, packing, Placement requests per build); wall-clock latency is
+reported but not judged (--ignore-wall-clock), because performance is
+measured by benchmarks in a quiet sitting, never asserted in a test on a
+machine shared with three database servers.
 
 Refresh the baseline after an intended change of behaviour:
     billeting simulate scenarios/ci-small.toml --out /tmp/ci --no-html &&
@@ -27,9 +30,9 @@ def _simulate(*args: str) -> subprocess.CompletedProcess:
 
 def test_the_small_scenario_is_at_least_as_good_as_its_baseline(tmp_path):
     done = _simulate("scenarios/ci-small.toml", "--out", str(tmp_path), "--quiet", "--no-html",
-                     "--baseline", str(BASELINE), "--latency-tolerance", "3")
+                     "--baseline", str(BASELINE), "--ignore-wall-clock")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    assert "PASS" in done.stdout
+    assert "PASS" in done.stdout and "not judged (wall clock ignored)" in done.stdout
     result = json.loads((tmp_path / "result.json").read_text())
     by_name = {d["name"]: d for d in result["designs"]}
     # The seeds' point, on the small fleet: retries stay inside the cells.
