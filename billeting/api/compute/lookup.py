@@ -32,9 +32,14 @@ def find(deps: ComputeAPIDeps, ctx: RequestContext, uuid: str, *, include_delete
         raise missing
     if mapping.cell is None:
         br = build_requests.get(deps.api_engine, mapping.instance_uuid)
-        if br is None:
+        if br is not None:
+            return Found(mapping, None, br)
+        # Handed to a cell between the two reads (the super conductor writes
+        # the record, then the mapping's cell, then drops the build request):
+        # the mapping read again has its cell.
+        mapping = instance_mappings.get(deps.api_engine, mapping.instance_uuid)
+        if mapping is None or mapping.cell is None:
             raise missing
-        return Found(mapping, None, br)
     engine = deps.cells.engine_of(mapping.cell)
     record = inst.get(engine, mapping.instance_uuid) if engine is not None else None
     if record is None:
