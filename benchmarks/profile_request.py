@@ -55,7 +55,7 @@ def main() -> int:
     if args.profile:
         import cProfile
         import pstats
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)
         prof.enable()
         for _ in range(args.n):
             sched.select_destinations(bench.request(), alternates=2, claim=not args.no_claim)

@@ -77,13 +77,22 @@ class HostState:
         cache = self.free_cache
         if not cache:
             self._fill_free()
+            cache = self.free_cache
         return cache.get(rc, 0)
 
     def _fill_free(self) -> None:
         # Every class in one pass over the tree: the weighers ask for several.
-        cache = self.free_cache
         consumed = self.consumption.by_provider
-        for rp in self.tree:
+        tree = self.tree
+        if len(tree) == 1 and not (consumed and tree[0] in consumed):
+            # The common case (a flat host this request has not claimed on):
+            # one comprehension, no per-class bookkeeping.
+            cache = {rc: (v if (v := cap.capacity - cap.used) > 0 else 0)
+                     for rc, cap in self.summaries[tree[0]].resources.items()}
+            self.free_cache = cache if cache else {"": 0}  # filled, even without inventory
+            return
+        cache = self.free_cache
+        for rp in tree:
             mine = consumed.get(rp) if consumed else None
             for rc, cap in self.summaries[rp].resources.items():
                 value = cap.capacity - cap.used
@@ -120,6 +129,20 @@ class HostState:
             if self.fits(request):
                 return request
         return None
+
+
+def free_values(hosts: list[HostState], rc: str) -> list[int]:
+    """``[h.free(rc) for h in hosts]`` without a method call per host: the
+    resource weighers ask this of every candidate, for several classes."""
+    out = []
+    append = out.append
+    for h in hosts:
+        cache = h.free_cache
+        if not cache:
+            h._fill_free()
+            cache = h.free_cache
+        append(cache.get(rc, 0))
+    return out
 
 
 def host_states(candidates: Candidates, records: Mapping[str, HostRecord],
