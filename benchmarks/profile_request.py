@@ -74,7 +74,8 @@ def main() -> int:
             rows[k].append(parts[k])
     rows["other"] = [t - sum(rows[k][i] for k in ("candidates", "host_states", "rank", "claim"))
                      for i, t in enumerate(rows["total"])]
-    print(" ".join(f"{k}={statistics.median(v) * 1000:.2f}ms" for k, v in rows.items()))
+    print("median " + " ".join(f"{k}={statistics.median(v) * 1000:.2f}ms" for k, v in rows.items()))
+    print("min    " + " ".join(f"{k}={min(v) * 1000:.2f}ms" for k, v in rows.items()))
     return 0
 
 

@@ -25,7 +25,7 @@ import random
 from operator import itemgetter
 from collections.abc import Iterator
 
-from sqlalchemy import Boolean, Connection, Integer, cast, func, literal_column, null, select, union_all
+from sqlalchemy import Boolean, Connection, Integer, String, cast, func, literal_column, null, select, union_all
 
 from billeting.placement.candidates import names, search, sql, summaries, summary_cache, world as world_mod
 from billeting.placement.candidates.combine import Combiner, Pick, dedupe_key, shared_pairs
@@ -132,12 +132,18 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         columns = summary_cache.row_columns(p, plan.dialect)
         if set_capacity:
             # Kind 0: the batch's providers with the other filters' verdict;
-            # kind 1: the ids among them with the capacity (joined in Python,
-            # so no join order is left to a generic plan's guesses).
-            scanned_part = select(literal_column("0").label("kind"), *columns, sql.both(conds).label("ok"))
+            # kind 1: one row, the ids among them with the capacity as one
+            # comma-separated text (joined in Python, so no join order is
+            # left to a generic plan's guesses, and a thousand ids cost one
+            # row to send and decode).
+            scanned_part = select(literal_column("0").label("kind"), *columns, sql.both(conds).label("ok"),
+                                  cast(null(), String).label("serving"))
             serving = serving.subquery("serving")
-            serving_part = select(literal_column("1"), serving.c.rp,
-                                  *(cast(null(), c.type) for c in columns[1:]), cast(null(), Boolean))
+            rp_text = cast(serving.c.rp, String)
+            joined = (func.string_agg(rp_text, literal_column("','")) if plan.dialect == "postgresql"
+                      else func.group_concat(rp_text, literal_column("','")))
+            serving_part = select(literal_column("1"), *(cast(null(), c.type) for c in columns),
+                                  cast(null(), Boolean), cast(joined, String))
             return union_all(scanned_part, serving_part)
         if bounded:
             return select(*columns, sql.both(conds).label("ok")).order_by(p.c.id)
@@ -151,15 +157,14 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         def fetch(after: int, upto: int, batch: int, _wanted: int):
             statement, values = sql.prepare("direct", conn.dialect.name,
                                             lambda plan: query(plan, after, upto, batch))
-            scanned_rows, serving = [], set()
-            for row in conn.execute(statement, values).all():  # (fetchall: far cheaper than row by row)
-                if row[0] == 0:
-                    scanned_rows.append(row)
-                else:
-                    serving.add(row[1])
+            scanned_rows = conn.execute(statement, values).all()
+            # The one kind-1 row (an aggregate without GROUP BY), normally last.
+            at = next(i for i in range(len(scanned_rows) - 1, -1, -1) if scanned_rows[i][0] == 1)
+            joined = scanned_rows.pop(at)[-1]
+            serving = set(map(int, joined.split(","))) if joined else set()
             scanned_rows.sort(key=itemgetter(1))  # (already in id order, in practice)
             last = scanned_rows[-1][1] if len(scanned_rows) == batch else None
-            return [row[1:-1] for row in scanned_rows if row[-1] and row[1] in serving], last
+            return [row[1:-2] for row in scanned_rows if row[-2] and row[1] in serving], last
 
         rows = _scan(fetch, needed, world)
     elif bounded:
