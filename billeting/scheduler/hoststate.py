@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from billeting.placement_client.model import AllocationRequest, Candidates, ProviderSummary
 from billeting.scheduler.catalog import HostRecord
@@ -58,8 +59,8 @@ class HostState:
     consumption: Consumption
     # Candidates that take something from this host's tree, Placement's order.
     candidates: list[AllocationRequest]
-    # Topology level → domain name (rack → "r1", ...).
-    domains: dict[str, str]
+    # Topology level → domain name (rack → "r1", ...); read only.
+    domains: Mapping[str, str]
     # Free capacity per class, filled on first use (see ``free``).
     free_cache: dict[str, int] | None = None
     uuid: str = field(init=False)  # the record's, read very often
@@ -144,6 +145,10 @@ class HostState:
         return None
 
 
+# The domains of every host outside any topology aggregate (most hosts).
+_NO_DOMAINS: Mapping[str, str] = MappingProxyType({})
+
+
 def free_values(hosts: list[HostState], rc: str) -> list[int]:
     """``[h.free(rc) for h in hosts]`` without a method call per host: the
     resource weighers ask this of every candidate, for several classes."""
@@ -187,12 +192,14 @@ def host_states(candidates: Candidates, records: Mapping[str, HostRecord],
             by_host.setdefault(root, []).append(request)
     consumption = Consumption()
     states = []
+    append = states.append
+    get_record = records.get
     for host, requests in by_host.items():
-        record = records.get(host)
+        record = get_record(host)
         if record is None:
             continue  # a sharing provider or anything else that is not a host
-        tree = [host, *nested.get(host, ())]
+        tree = [host, *nested[host]] if nested and host in nested else [host]
         domains = ({level: dom.name for level, dom in directory.domains_of(record.aggregates).items()}
-                   if record.aggregates else {})
-        states.append(HostState(record, tree, summaries, consumption, requests, domains))
+                   if record.aggregates else _NO_DOMAINS)
+        append(HostState(record, tree, summaries, consumption, requests, domains))
     return states
