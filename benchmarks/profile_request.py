@@ -32,7 +32,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from billeting.placement_client import claims
-    from billeting.scheduler import core, pipeline
+    from billeting.scheduler import core
 
     sched = bench.make_scheduler("inprocess", args.db, "unused", args.limit, 1)
     parts: dict[str, float] = defaultdict(float)
