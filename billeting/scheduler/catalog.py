@@ -102,7 +102,12 @@ class PlacementHostCatalog:
     def _fresh(self, wanted: Collection[str] = ()) -> dict[str, HostRecord]:
         now = self.clock()
         stale = now - self._loaded_at > self.refresh_s
-        unknown = any(u not in self._root_of for u in wanted) and now - self._loaded_at > 1.0
+        root_of = self._root_of
+        if isinstance(wanted, (set, frozenset)):
+            missing = not root_of.keys() >= wanted  # (one C-level pass for a large set)
+        else:
+            missing = any(u not in root_of for u in wanted)
+        unknown = missing and now - self._loaded_at > 1.0
         if stale or unknown:
             with self._lock:
                 if self.clock() - self._loaded_at > min(self.refresh_s, 1.0) or stale:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import msgspec
 
+from billeting.placement.candidates import gcpause
 from billeting.placement_client import claims
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import AllocationRequest, AllocationWrite, WriteResult
@@ -126,6 +127,13 @@ class Scheduler:
         nothing: every Selection comes back unclaimed, for callers that claim
         elsewhere (the simulator's "legacy" and "conductor claims" designs)."""
         self._check(request, alternates)
+        # A request builds a few thousand small objects (host states, their
+        # caches); with the default thresholds the cyclic collector would
+        # walk them again and again, which cost as much as building them.
+        with gcpause.paused():
+            return self._select_near(request, alternates, claim)
+
+    def _select_near(self, request: ScheduleRequest, alternates: int, claim: bool) -> list[list[Selection]]:
         located, records = self._references(request)
         if request.near is None:
             return self._select(request, alternates, located, records, None, None, claim)
@@ -142,10 +150,11 @@ class Scheduler:
         """The hosts the first instance would be ranked over, best first, with
         each weigher's score; nothing is claimed. Raises NoValidHost when none."""
         self._check(request, 0)
-        located, records = self._references(request)
-        decision, hosts, query, qs = self._prepare(request, located, records, None)
-        steps: list[FilterStep] = []
-        _, ranked = self.pipeline.rank(hosts, decision, steps, scores=True)
+        with gcpause.paused():
+            located, records = self._references(request)
+            decision, hosts, query, qs = self._prepare(request, located, records, None)
+            steps: list[FilterStep] = []
+            _, ranked = self.pipeline.rank(hosts, decision, steps, scores=True)
         if not ranked:
             raise NoValidHost(self._explain(request, query, qs, len(hosts), steps, 0, 0))
         return [RankedHost(r.host.name, r.host.uuid, r.host.record.cell_uuid, r.weight, r.scores,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from billeting.placement_client.model import AllocationRequest, Candidates, ProviderSummary
 from billeting.scheduler.catalog import HostRecord
@@ -20,22 +21,29 @@ from billeting.scheduler.directory import Directory
 class Consumption:
     """Amounts claimed by this request so far: provider → class → amount.
 
-    It also knows which host states use each provider, so a claim can tell
-    exactly whose free capacity changed (``changed``, drained by the weighing
-    stage) and drop their cached figures."""
+    A claim also tells whose free capacity changed: ``changed`` (drained by
+    the weighing stage) and ``stale`` (host states whose cached free figures
+    must be recomputed; each drops itself from it when it does). Hosts are
+    named by uuid, never referenced: a host state refers to its consumption,
+    and a reference back would make every request's thousand host states a
+    reference cycle that only the cyclic collector could free."""
 
     by_provider: dict[str, dict[str, int]] = field(default_factory=dict)
-    users: dict[str, list["HostState"]] = field(default_factory=dict)
+    # Provider → the hosts whose tree holds it, for providers of trees of
+    # more than one provider; any other provider is a flat host's own (or a
+    # sharing provider's, which changes no host's free figures).
+    owners: dict[str, list[str]] = field(default_factory=dict)
     changed: set[str] = field(default_factory=set)
+    stale: set[str] = field(default_factory=set)
 
     def add(self, request: AllocationRequest) -> None:
         for rp, part in request.allocations.items():
             mine = self.by_provider.setdefault(rp, {})
             for rc, n in part.resources.items():
                 mine[rc] = mine.get(rc, 0) + n
-            for state in self.users.get(rp, ()):
-                state.free_cache.clear()
-                self.changed.add(state.uuid)
+            hosts = self.owners.get(rp, (rp,))
+            self.stale.update(hosts)
+            self.changed.update(hosts)
 
     def of(self, provider: str, rc: str) -> int:
         mine = self.by_provider.get(provider)
@@ -51,17 +59,20 @@ class HostState:
     consumption: Consumption
     # Candidates that take something from this host's tree, Placement's order.
     candidates: list[AllocationRequest]
-    # Topology level → domain name (rack → "r1", ...).
-    domains: dict[str, str]
-    free_cache: dict[str, int] = field(default_factory=dict)
+    # Topology level → domain name (rack → "r1", ...); read only.
+    domains: Mapping[str, str]
+    # Free capacity per class, filled on first use (see ``free``).
+    free_cache: dict[str, int] | None = None
     uuid: str = field(init=False)  # the record's, read very often
 
     def __post_init__(self) -> None:
         self.uuid = self.record.uuid
         # Free figures count the host's own tree only (not sharing
         # providers), so only claims on its tree change them.
-        for rp in self.tree:
-            self.consumption.users.setdefault(rp, []).append(self)
+        if len(self.tree) > 1:
+            owners = self.consumption.owners
+            for rp in self.tree:
+                owners.setdefault(rp, []).append(self.uuid)
 
     @property
     def name(self) -> str:
@@ -75,15 +86,27 @@ class HostState:
     def free(self, rc: str) -> int:
         """Unclaimed capacity of ``rc`` across the host's own tree."""
         cache = self.free_cache
-        if not cache:
+        stale = self.consumption.stale
+        if not cache or (stale and self.uuid in stale):
             self._fill_free()
+            cache = self.free_cache
         return cache.get(rc, 0)
 
     def _fill_free(self) -> None:
         # Every class in one pass over the tree: the weighers ask for several.
-        cache = self.free_cache
-        consumed = self.consumption.by_provider
-        for rp in self.tree:
+        consumption = self.consumption
+        consumed = consumption.by_provider
+        consumption.stale.discard(self.uuid)
+        tree = self.tree
+        if len(tree) == 1 and not (consumed and tree[0] in consumed):
+            # The common case (a flat host this request has not claimed on):
+            # one comprehension, no per-class bookkeeping.
+            cache = {rc: (v if (v := cap.capacity - cap.used) > 0 else 0)
+                     for rc, cap in self.summaries[tree[0]].resources.items()}
+            self.free_cache = cache if cache else {"": 0}  # filled, even without inventory
+            return
+        cache = self.free_cache = {}
+        for rp in tree:
             mine = consumed.get(rp) if consumed else None
             for rc, cap in self.summaries[rp].resources.items():
                 value = cap.capacity - cap.used
@@ -122,6 +145,24 @@ class HostState:
         return None
 
 
+# The domains of every host outside any topology aggregate (most hosts).
+_NO_DOMAINS: Mapping[str, str] = MappingProxyType({})
+
+
+def free_values(hosts: list[HostState], rc: str) -> list[int]:
+    """``[h.free(rc) for h in hosts]`` without a method call per host: the
+    resource weighers ask this of every candidate, for several classes."""
+    out = []
+    append = out.append
+    for h in hosts:
+        cache = h.free_cache
+        if not cache or ((stale := h.consumption.stale) and h.uuid in stale):
+            h._fill_free()
+            cache = h.free_cache
+        append(cache.get(rc, 0))
+    return out
+
+
 def host_states(candidates: Candidates, records: Mapping[str, HostRecord],
                 directory: Directory) -> list[HostState]:
     """One state per catalogued host that appears in ``candidates``, in the
@@ -151,12 +192,14 @@ def host_states(candidates: Candidates, records: Mapping[str, HostRecord],
             by_host.setdefault(root, []).append(request)
     consumption = Consumption()
     states = []
+    append = states.append
+    get_record = records.get
     for host, requests in by_host.items():
-        record = records.get(host)
+        record = get_record(host)
         if record is None:
             continue  # a sharing provider or anything else that is not a host
-        tree = [host, *nested.get(host, ())]
+        tree = [host, *nested[host]] if nested and host in nested else [host]
         domains = ({level: dom.name for level, dom in directory.domains_of(record.aggregates).items()}
-                   if record.aggregates else {})
-        states.append(HostState(record, tree, summaries, consumption, requests, domains))
+                   if record.aggregates else _NO_DOMAINS)
+        append(HostState(record, tree, summaries, consumption, requests, domains))
     return states

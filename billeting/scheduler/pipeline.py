@@ -143,7 +143,8 @@ class Pipeline:
         cache = decision.raw_cache.get(w.name)
         if cache is None or w.depends == "group":
             values = w.values(hosts, decision)
-            decision.raw_cache[w.name] = dict(zip(uuids, values))
+            if decision.request.num_instances > 1:  # (a single instance is ranked once)
+                decision.raw_cache[w.name] = dict(zip(uuids, values))
             return np.array(values, dtype=float)
         if w.depends == "usage":
             for uuid in changed:

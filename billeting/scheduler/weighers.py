@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from billeting.scheduler.decision import Decision
-from billeting.scheduler.hoststate import HostState
+from billeting.scheduler.hoststate import HostState, free_values
 
 REGISTRY: dict[str, type["Weigher"]] = {}
 
@@ -76,8 +76,7 @@ class _FreeResource(Weigher):
         return float(host.free(self.resource_class))
 
     def values(self, hosts, decision):
-        rc = self.resource_class
-        return [h.free(rc) for h in hosts]
+        return free_values(hosts, self.resource_class)
 
 
 class RAMWeigher(_FreeResource):

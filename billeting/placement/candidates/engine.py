@@ -22,9 +22,10 @@ the returned requests use.
 from __future__ import annotations
 
 import random
+from operator import itemgetter
 from collections.abc import Iterator
 
-from sqlalchemy import Connection, Integer, func, select
+from sqlalchemy import Boolean, Connection, Integer, String, cast, func, literal_column, null, select, union_all
 
 from billeting.placement.candidates import names, search, sql, summaries, summary_cache, world as world_mod
 from billeting.placement.candidates.combine import Combiner, Pick, dedupe_key, shared_pairs
@@ -98,8 +99,13 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     form = sql.probe_form(conn.dialect.name) if bounded else sql.SET
     random_order = func.rand() if conn.dialect.name == "mysql" else func.random()
 
+    # Capacity over a batch as one set-based pass (sql.serving_window) rather
+    # than a correlated probe per class and row: PostgreSQL and SQLite. MySQL
+    # keeps the probes (it may evaluate a CTE once per reference).
+    set_capacity = bounded and conn.dialect.name != "mysql"
+
     def query(plan: sql.Plan, after: int = 0, upto: int = 0, batch: int = 0):
-        plan.mark("direct", sample, bounded)
+        plan.mark("direct", sample, bounded, set_capacity)
         scanned = None
         if bounded:
             # Look at one batch of providers by id; the LIMIT inside the
@@ -108,16 +114,37 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
             count = plan.bind(batch, Integer)
             if plan.build:
                 scanned = (select(sql.P).where(sql.P.c.id > low, sql.P.c.id <= high)
-                           .order_by(sql.P.c.id).limit(count).subquery("scanned"))
+                           .order_by(sql.P.c.id).limit(count))
+                scanned = scanned.cte("scanned") if set_capacity else scanned.subquery("scanned")
         p = scanned if scanned is not None else sql.P  # (the values-only pass needs no real columns)
         conds = sql.group_filters(plan, p, group, group.resources, tree_wide=tree_wide, own_traits=True,
-                                  form=form)
+                                  form=form, capacity=not set_capacity)
         conds += sql.root_filter(plan, p.c.root_provider_id, request.root_required, request.root_forbidden,
                                  form=form)
+        serving = None
+        if set_capacity:
+            # The batch is every provider id in (after, its last id].
+            last = select(func.max(scanned.c.id)).scalar_subquery() if plan.build else None
+            serving = sql.serving_window(plan, low, last, group.resources)
         count = plan.bind(min(request.limit, sql.MAX_AMOUNT), Integer) if sample else None
         if not plan.build:
             return None
         columns = summary_cache.row_columns(p, plan.dialect)
+        if set_capacity:
+            # Kind 0: the batch's providers with the other filters' verdict;
+            # kind 1: one row, the ids among them with the capacity as one
+            # comma-separated text (joined in Python, so no join order is
+            # left to a generic plan's guesses, and a thousand ids cost one
+            # row to send and decode).
+            scanned_part = select(literal_column("0").label("kind"), *columns, sql.both(conds).label("ok"),
+                                  cast(null(), String).label("serving"))
+            serving = serving.subquery("serving")
+            rp_text = cast(serving.c.rp, String)
+            joined = (func.string_agg(rp_text, literal_column("','")) if plan.dialect == "postgresql"
+                      else func.group_concat(rp_text, literal_column("','")))
+            serving_part = select(literal_column("1"), *(cast(null(), c.type) for c in columns),
+                                  cast(null(), Boolean), cast(joined, String))
+            return union_all(scanned_part, serving_part)
         if bounded:
             return select(*columns, sql.both(conds).label("ok")).order_by(p.c.id)
         statement = select(*columns).where(*conds)
@@ -126,7 +153,21 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
             return statement.order_by(random_order).limit(count)
         return statement.order_by(p.c.id)
 
-    if bounded:
+    if set_capacity:
+        def fetch(after: int, upto: int, batch: int, _wanted: int):
+            statement, values = sql.prepare("direct", conn.dialect.name,
+                                            lambda plan: query(plan, after, upto, batch))
+            scanned_rows = conn.execute(statement, values).all()
+            # The one kind-1 row (an aggregate without GROUP BY), normally last.
+            at = next(i for i in range(len(scanned_rows) - 1, -1, -1) if scanned_rows[i][0] == 1)
+            joined = scanned_rows.pop(at)[-1]
+            serving = set(map(int, joined.split(","))) if joined else set()
+            scanned_rows.sort(key=itemgetter(1))  # (already in id order, in practice)
+            last = scanned_rows[-1][1] if len(scanned_rows) == batch else None
+            return [row[1:-2] for row in scanned_rows if row[-2] and row[1] in serving], last
+
+        rows = _scan(fetch, needed, world)
+    elif bounded:
         def fetch(after: int, upto: int, batch: int, _wanted: int):
             statement, values = sql.prepare("direct", conn.dialect.name,
                                             lambda plan: query(plan, after, upto, batch))

@@ -32,17 +32,21 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     ColumnElement,
+    Float,
     Integer,
     String,
     and_,
     bindparam,
+    case,
     cast,
     exists,
     false,
     func,
+    null,
     or_,
     select,
     true,
+    union_all,
 )
 
 from billeting.placement.candidates.model import RequestGroup
@@ -256,6 +260,56 @@ def serves(plan: Plan, id_col, rc_id: int, amount: int, form: Form):
     return id_col.in_(serving)
 
 
+def serving_window(plan: Plan, low, high, resources: dict[int, int]):
+    """Ids of the providers with id in (``low``, ``high``] that can take every
+    ``resources`` amount: the capacity test of ``serves`` for a whole window
+    of providers in one set-based pass (no correlated sub-select per row).
+
+    Each class's inventories in the window (an index range scan on
+    (class, provider)) and the window's usage per class are stacked and
+    grouped once by provider; a class whose inventory is missing or fails the unit
+    checks leaves its ``max(cap)`` NULL, which fails the comparison. The
+    comparison is the same expression as ``serves`` (used + amount <=
+    capacity, with the same types), so both forms admit exactly the same
+    providers. ``high`` is usually a scalar sub-select (the window's last id)."""
+    plan.mark("serving_window", len(resources))
+    inv, alloc = _INV, _ALLOC
+    parts = []
+    checks = []
+    for rc_id, amount in resources.items():
+        rc = plan.bind(rc_id, Integer)
+        low_unit, high_unit, step = (plan.bind(amount, BigInteger) for _ in range(3))
+        if plan.build:
+            parts.append(select(inv.c.resource_provider_id.label("rp"), inv.c.resource_class_id.label("rc"),
+                                ((inv.c.total - inv.c.reserved) * inv.c.allocation_ratio).label("cap"),
+                                cast(null(), BigInteger).label("used"))
+                         .where(inv.c.resource_class_id == rc, inv.c.resource_provider_id > low,
+                                inv.c.resource_provider_id <= high,
+                                inv.c.min_unit <= low_unit, inv.c.max_unit >= high_unit,
+                                or_(inv.c.step_size == 1, step % inv.c.step_size == 0)))
+        rc_again = plan.bind(rc_id, Integer)
+        rc_cap = plan.bind(rc_id, Integer)
+        need = plan.bind(amount, BigInteger)
+        checks.append((rc_again, rc_cap, need))
+    rcs = plan.bind_list(sorted(resources), Integer)
+    if not plan.build:
+        return None
+    # Usage summed per (provider, class) before stacking: one row each, so
+    # the outer grouping takes max() of it (no sum over every inventory row).
+    parts.append(select(alloc.c.resource_provider_id, alloc.c.resource_class_id, cast(null(), Float),
+                        cast(func.sum(alloc.c.used), BigInteger))
+                 .where(alloc.c.resource_class_id.in_(rcs), alloc.c.resource_provider_id > low,
+                        alloc.c.resource_provider_id <= high)
+                 .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id))
+    x = union_all(*parts).subquery("stacked")
+    having = []
+    for rc_again, rc_cap, need in checks:
+        used = cast(func.coalesce(func.max(case((x.c.rc == rc_again, x.c.used))), 0), BigInteger)
+        capacity = func.max(case((x.c.rc == rc_cap, x.c.cap)))
+        having.append(used + need <= capacity)
+    return select(x.c.rp).group_by(x.c.rp).having(and_(*having))
+
+
 # --- traits and aggregates --------------------------------------------------
 
 def has_trait(plan: Plan, id_col, trait_ids: Iterable[int], form: Form):
@@ -323,7 +377,8 @@ def _sharing_or(plan: Plan, p, sharing_ids: Collection[int], conds: list):
 # --- request groups ---------------------------------------------------------
 
 def group_filters(plan: Plan, p, group: RequestGroup, resources: dict[int, int], *, tree_wide: bool,
-                  own_traits: bool, form: Form, sharing_ids: Collection[int] = ()) -> list:
+                  own_traits: bool, form: Form, sharing_ids: Collection[int] = (),
+                  capacity: bool = True) -> list:
     """Conditions on provider alias ``p`` to serve ``resources`` for ``group``.
 
     ``tree_wide`` selects the unsuffixed-group rules of spec 4.3: aggregates
@@ -332,13 +387,15 @@ def group_filters(plan: Plan, p, group: RequestGroup, resources: dict[int, int],
     required traits to the provider itself (single-provider semantics, or a
     tree-wide group asking for one class); forbidden traits always apply to
     every chosen provider. Root-based conditions are not applied to sharing
-    providers: their anchors are checked one by one in Python.
+    providers: their anchors are checked one by one in Python. ``capacity``
+    false leaves the capacity tests out (the caller applies them set-based,
+    see ``serving_window``).
     """
     # Everything that decides the structure below (the cache key of the statement).
     plan.mark("group", tree_wide, own_traits, bool(sharing_ids), len(resources), len(group.required),
               bool(group.forbidden), len(group.member_of), bool(group.forbidden_aggregates),
-              group.in_tree is not None and bool(resources))
-    conds = [serves(plan, p.c.id, rc, amount, form) for rc, amount in resources.items()]
+              group.in_tree is not None and bool(resources), capacity)
+    conds = [serves(plan, p.c.id, rc, amount, form) for rc, amount in resources.items()] if capacity else []
     if own_traits:
         conds += traits_ok(plan, p.c.id, group.required, group.forbidden, form)
     elif group.forbidden:

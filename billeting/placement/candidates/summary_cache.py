@@ -183,8 +183,13 @@ def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet | None):
     """Usage per (provider, class) in scope (None: every provider; kind 0),
     and every custom class name (kind 1), in one round trip."""
     alloc, rc = sql.ALLOC, t.resource_classes
-    plan.mark(scope is None)
+    plan.mark(scope is None, bool(scope))
     in_scope = None if scope is None else sql.ids_in(plan, alloc.c.resource_provider_id, scope)
+    # The scope's id range too (implied by the set, so nothing changes but the
+    # plan): the usage of a window of hosts is then an index range scan,
+    # whatever the number of allocations elsewhere in the fleet.
+    lowest = plan.bind(scope.ids[0], Integer) if scope else None
+    highest = plan.bind(scope.ids[-1], Integer) if scope else None
     custom = plan.bind(t.CUSTOM_RC_START_ID, Integer)
     if not plan.build:
         return None
@@ -193,6 +198,8 @@ def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet | None):
              .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id))
     if in_scope is not None:
         usage = usage.where(in_scope)
+    if lowest is not None:
+        usage = usage.where(alloc.c.resource_provider_id >= lowest, alloc.c.resource_provider_id <= highest)
     classes = select(literal_column("1"), cast(null(), Integer), rc.c.id, cast(null(), BigInteger),
                      rc.c.name).where(rc.c.id >= custom)
     return union_all(usage, classes)
