@@ -141,9 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     from billeting.cells import command as cell_command
     from billeting.compute import command as compute_command
     from billeting.conductor import command as conductor_command
+    from billeting.conductor import super_command
 
     compute_command.add_parser(commands)
     conductor_command.add_parser(commands)
+    super_command.add_parser(commands)
     cell_command.add_parsers(commands)
     # The control plane: the compute API (with its super conductor) and the all-in-one.
     from billeting import up
@@ -451,4 +453,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m billeting.cli``: run the imported module's main, so the
+    # commands that raise ``billeting.cli.CliError`` are caught as such.
+    from billeting.cli import main as _main
+
+    sys.exit(_main())
