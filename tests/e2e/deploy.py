@@ -99,7 +99,7 @@ def http_json(base: str, method: str, path: str, body: object = None, *, headers
         conn.request(method, path, body=data, headers=hdrs)
         resp = conn.getresponse()
         raw = resp.read()
-        return resp.status, (orjson.loads(raw) if raw else {}), dict(resp.getheaders())
+        return resp.status, (orjson.loads(raw) if raw else {}), {k.lower(): v for k, v in resp.getheaders()}
     finally:
         conn.close()
 
@@ -153,7 +153,8 @@ class Deployment:
         """Schemas, cell mappings and the image, with the one-shot commands a user would run."""
         from billeting.cli import main
 
-        run = [["compute-api", "cell", "add", "cell0", "--db", self.api_db, "--cell-db", self.cell0_db]]
+        run = [["db", "upgrade", "--db", self.placement_db],
+               ["compute-api", "cell", "add", "cell0", "--db", self.api_db, "--cell-db", self.cell0_db]]
         for cell in self.cells:
             run.append(["compute-api", "cell", "add", cell.name, "--db", self.api_db, "--cell-db", cell.db,
                         "--transport-url", cell.bus])

@@ -41,7 +41,7 @@ def boot(d: Deployment, name: str) -> str:
     status, body, headers = d.api("POST", "/v2.1/servers", {"server": {"name": name, "flavorRef": "1",
                                                                        "imageRef": "cirros", "networks": "none"}})
     assert status == 202, (status, body)
-    assert headers.get("Location", "").endswith(body["server"]["id"]), headers
+    assert headers.get("location", "").endswith(body["server"]["id"]), headers
     return body["server"]["id"]
 
 
@@ -150,7 +150,7 @@ def test_a_hundred_servers_on_two_cells_with_failing_builds(deployment_factory):
     # Delete them all: Placement ends empty.
     with ThreadPoolExecutor(max_workers=20) as pool:
         statuses = list(pool.map(lambda u: d.api("DELETE", f"/v2.1/servers/{u}")[0], uuids))
-    assert set(statuses) == {204}, statuses
+    assert set(statuses) == {204}, f"{statuses}\n{d.procs['compute-api'].output()[-8000:]}"
     d.wait(lambda: not servers(d), timeout=120, what="every server to be deleted")
     d.wait(lambda: not any(d.usages().values()), timeout=60, what="Placement usages to drop to zero")
     cells = [f"{c.name}={c.db}" for c in d.cells] + [f"cell0={d.cell0_db}"]
