@@ -210,7 +210,7 @@ class Deployment:
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
         api = self.add(Proc("compute-api", "compute-api", "serve", "--host", "127.0.0.1", "--port", str(port),
-                            "--threads", "16", "--db", self.api_db, "--placement-url", self.placement_url,
+                            "--threads", "8", "--db", self.api_db, "--placement-url", self.placement_url,
                             "--transport-url", self.api_bus, "--conductor", "remote", role="api"))
         for proc, url in started:
             wait_http(proc, url)
