@@ -18,6 +18,7 @@ import argparse
 import logging
 import os
 from dataclasses import dataclass
+from billeting.cli_pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
@@ -47,6 +48,7 @@ def add_parser(commands) -> None:
     p.add_argument("--scheduler-timeout", type=float, default=DEFAULT_SCHEDULER_TIMEOUT_S, metavar="SECONDS",
                    help=f"how long a scheduler call may take (default {DEFAULT_SCHEDULER_TIMEOUT_S:g})")
     p.add_argument("--log-level", default=None, metavar="LEVEL")
+    add_pool_flags(p)
     p.set_defaults(func=cmd_super_conductor)
 
 

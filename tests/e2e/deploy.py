@@ -30,6 +30,18 @@ import orjson
 
 from tests.concurrency.serve import clean_environ, free_port
 
+# Connections per engine (kept, extra under load). Every process opens one
+# engine per database it uses; the API-side ones (schedulers, super
+# conductors, compute API) open the API database and every cell's. With the
+# deployment of the 100-server test -- Placement 2 workers x 1 engine, 5
+# API-side processes x 4 engines, 8 cell processes x 1 engine -- at most
+# 2*(3+3) + 20*(2+1) + 8*(1+1) = 88 connections, and in practice far fewer
+# (the cell engines of API-side processes are read now and then), well within
+# PostgreSQL's default 100 that other test runs share.
+PLACEMENT_POOL = ("--db-pool-size", "3", "--db-max-overflow", "3")
+API_POOL = ("--db-pool-size", "2", "--db-max-overflow", "1")
+CELL_POOL = ("--db-pool-size", "1", "--db-max-overflow", "1")
+
 ADMIN = {"X-Auth-Token": "admin", "OpenStack-API-Version": "compute 2.90", "Accept": "application/json"}
 PLACEMENT = {"X-Auth-Token": "admin", "OpenStack-API-Version": "placement 1.39", "Accept": "application/json"}
 
@@ -166,7 +178,7 @@ class Deployment:
         port = free_port()
         self.placement_url = f"http://127.0.0.1:{port}"
         proc = self.add(Proc("placement", "serve", "--host", "127.0.0.1", "--port", str(port), "--db",
-                             self.placement_db, "--workers", "2", role="api"))
+                             self.placement_db, "--workers", "2", *PLACEMENT_POOL, role="api"))
         wait_http(proc, self.placement_url)
 
     def cell_args(self, cell: CellSetup) -> tuple[str, ...]:
@@ -177,7 +189,8 @@ class Deployment:
                         reschedule_timeout: float = 5.0, wait: bool = True) -> Proc:
         proc = self.add(Proc(f"conductor-{cell.name}", "conductor", "--sweep-interval", str(sweep),
                              "--service-down-time", str(down_after), "--reschedule-timeout",
-                             str(reschedule_timeout), "--cast-timeout", "10", *self.cell_args(cell), role="cell"))
+                             str(reschedule_timeout), "--cast-timeout", "10", *self.cell_args(cell), *CELL_POOL,
+                             role="cell"))
         if wait:
             proc.wait_for_line(f"serving cell {cell.name}")
         return proc
@@ -187,7 +200,7 @@ class Deployment:
         proc = self.add(Proc(f"compute-{host}", "compute", "--host", host, "--driver", "fake", "--vcpus", "16",
                              "--memory-mb", str(memory_mb), "--disk-gb", "500", "--build-time", str(build_time),
                              "--failure-rate", str(failure_rate), "--report-interval", "0.5",
-                             *self.cell_args(cell), role="cell"))
+                             *self.cell_args(cell), *CELL_POOL, role="cell"))
         if wait:
             proc.wait_for_line(f"compute {host} serving")
         return proc
@@ -202,16 +215,16 @@ class Deployment:
             proc = self.add(Proc(f"scheduler-{i + 1}", "scheduler", "serve", "--host", "127.0.0.1", "--port",
                                  str(port), "--config-file", str(config), "--db", self.api_db,
                                  "--placement-url", self.placement_url, "--transport-url", self.api_bus,
-                                 role="api"))
+                                 *API_POOL, role="api"))
             started.append((proc, f"http://127.0.0.1:{port}"))
         for i in range(super_conductors):
             self.add(Proc(f"super-conductor-{i + 1}", "super-conductor", "--db", self.api_db, "--transport-url",
-                          self.api_bus, "--placement-url", self.placement_url, role="api"))
+                          self.api_bus, "--placement-url", self.placement_url, *API_POOL, role="api"))
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
         api = self.add(Proc("compute-api", "compute-api", "serve", "--host", "127.0.0.1", "--port", str(port),
                             "--threads", "8", "--db", self.api_db, "--placement-url", self.placement_url,
-                            "--transport-url", self.api_bus, "--conductor", "remote", role="api"))
+                            "--transport-url", self.api_bus, "--conductor", "remote", *API_POOL, role="api"))
         for proc, url in started:
             wait_http(proc, url)
             proc.wait_for_line("serving the scheduler topic")

@@ -19,6 +19,7 @@ import logging
 import os
 
 from billeting.conductor import super_command
+from billeting.cli_pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
@@ -43,6 +44,7 @@ def add_parser(commands) -> None:
     serve.add_argument("--config-file", metavar="PATH", default=None,
                        help="INI file for [conductor] build_attempts (default $BILLETING_CONFIG_FILE)")
     super_command.add_build_attempts_flag(serve)
+    add_pool_flags(serve)
     serve.set_defaults(func=cmd_serve)
     cell = sub.add_parser("cell", help="map a cell (cell0: no transport URL)")
     cell_sub = cell.add_subparsers(dest="cell_command", required=True)
