@@ -269,6 +269,11 @@ class Deployment:
             time.sleep(0.5)
         raise AssertionError(f"timed out after {timeout:g} s waiting for {what}\n{self.logs()}")
 
+    def count_connections(self) -> "ConnectionCounter":
+        """Samples (every 0.5 s, in a thread) how many connections the
+        deployment's databases have; ``.peak`` once stopped."""
+        return ConnectionCounter([self.placement_db, self.api_db, self.cell0_db, *(c.db for c in self.cells)])
+
     def stop(self) -> None:
         # Cells first (they report to Placement), then the control plane, Placement last.
         order = sorted(self.procs.values(), key=lambda p: {"cell": 0, "api": 1}[p.role] + (p.name == "placement"))
@@ -276,3 +281,31 @@ class Deployment:
             proc.stop()
         for proc in self.procs.values():
             proc.log.unlink(missing_ok=True)
+
+
+class ConnectionCounter:
+    def __init__(self, urls: list[str]) -> None:
+        import threading
+
+        self.names = [u.rsplit("/", 1)[1] for u in urls]
+        self.admin = urls[0].rsplit("/", 1)[0].replace("+psycopg", "") + "/postgres"
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ConnectionCounter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            while not self._stop.wait(0.5):
+                (n,) = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = ANY(%s)",
+                                    (self.names,)).fetchone()
+                self.peak = max(self.peak, n)

@@ -108,6 +108,7 @@ def test_a_hundred_servers_on_two_cells_with_failing_builds(deployment_factory):
     create_flavor(d)
     print(f"deployment up after {time.monotonic() - began:.1f} s")
 
+    counter = d.count_connections().__enter__()
     with ThreadPoolExecutor(max_workers=10) as pool:
         uuids = list(pool.map(lambda i: boot(d, f"vm-{i}"), range(SERVERS)))
     assert len(set(uuids)) == SERVERS
@@ -147,13 +148,14 @@ def test_a_hundred_servers_on_two_cells_with_failing_builds(deployment_factory):
     total = {rc: sum(u.get(rc, 0) for u in d.usages().values()) for rc in FLAVOR}
     assert total == {rc: n * len(active) for rc, n in FLAVOR.items()}, (total, len(active))
 
-    # Delete them all: Placement ends empty. (8 at once: the processes share
-    # PostgreSQL's default 100 connections with whatever else runs.)
-    with ThreadPoolExecutor(max_workers=8) as pool:
+    # Delete them all: Placement ends empty.
+    with ThreadPoolExecutor(max_workers=10) as pool:
         statuses = list(pool.map(lambda u: d.api("DELETE", f"/v2.1/servers/{u}")[0], uuids))
     assert set(statuses) == {204}, f"{statuses}\n{d.procs['compute-api'].output()[-8000:]}"
     d.wait(lambda: not servers(d), timeout=120, what="every server to be deleted")
     d.wait(lambda: not any(d.usages().values()), timeout=60, what="Placement usages to drop to zero")
+    counter.__exit__(None, None, None)
+    print(f"at most {counter.peak} database connections at once")
     cells = [f"{c.name}={c.db}" for c in d.cells] + [f"cell0={d.cell0_db}"]
     assert main(["audit", *[a for c in cells for a in ("--cell", c)], "--placement-url", d.placement_url,
                  "--dry-run"]) == 0
