@@ -49,6 +49,18 @@ class Envelope(msgspec.Struct, frozen=True, omit_defaults=True):
     error: str | None = None
 
 
+# The message a handler runs for (late-acknowledging servers handle on the
+# listener's thread): whether the broker delivered it before, to a consumer
+# that went away without acknowledging it.
+_delivery = threading.local()
+
+
+def redelivered() -> bool:
+    """In a handler of a server with ``ack_early=False``: this message was
+    delivered before to a consumer that died holding it."""
+    return bool(getattr(_delivery, "redelivered", False))
+
+
 _encode = msgspec.json.Encoder().encode
 _decode_envelope = msgspec.json.Decoder(Envelope).decode
 
@@ -305,9 +317,11 @@ class _Listener:
             message.ack()
             self.deliver(envelope)
         else:
+            _delivery.redelivered = bool((message.delivery_info or {}).get("redelivered"))
             try:
                 self.deliver(envelope)
             finally:
+                _delivery.redelivered = False
                 message.ack()
 
 

@@ -80,6 +80,16 @@ class Proc:
             time.sleep(0.1)
         raise AssertionError(f"{self.name} did not log {text!r} within {timeout:g} s:\n{self.output()}")
 
+    def signal_all(self, sig: int) -> None:
+        """``sig`` to the process and its workers (the servers fork them)."""
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(self.process.pid)], capture_output=True,
+                             text=True).stdout
+        for pid in [self.process.pid, *(int(p) for p in out.split())]:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
     def kill(self) -> None:
         """kill -9, as a crash would."""
         assert self.alive(), f"{self.name} is not running:\n{self.output()}"
@@ -218,8 +228,7 @@ class Deployment:
                                  *API_POOL, role="api"))
             started.append((proc, f"http://127.0.0.1:{port}"))
         for i in range(super_conductors):
-            self.add(Proc(f"super-conductor-{i + 1}", "super-conductor", "--db", self.api_db, "--transport-url",
-                          self.api_bus, "--placement-url", self.placement_url, *API_POOL, role="api"))
+            self.start_super_conductor(i + 1, wait=False)
         port = free_port()
         self.api_url = f"http://127.0.0.1:{port}"
         api = self.add(Proc("compute-api", "compute-api", "serve", "--host", "127.0.0.1", "--port", str(port),
@@ -231,6 +240,13 @@ class Deployment:
         for i in range(super_conductors):
             self.procs[f"super-conductor-{i + 1}"].wait_for_line("super conductor serving")
         wait_http(api, self.api_url)
+
+    def start_super_conductor(self, number: int, *, wait: bool = True) -> Proc:
+        proc = self.add(Proc(f"super-conductor-{number}", "super-conductor", "--db", self.api_db, "--transport-url",
+                             self.api_bus, "--placement-url", self.placement_url, *API_POOL, role="api"))
+        if wait:
+            proc.wait_for_line("super conductor serving")
+        return proc
 
     # --- using ------------------------------------------------------------------------
 

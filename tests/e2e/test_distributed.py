@@ -7,7 +7,8 @@ RabbitMQ (see ``deploy.py``), driven through the compute API over HTTP.
   Placement holds exactly the ACTIVE servers' flavors; after deleting them
   all it holds nothing.
 * A compute killed with SIGKILL mid-build, and a cell conductor killed while
-  it holds a reschedule: the instances end ACTIVE elsewhere.
+  it holds a reschedule: the instances end ACTIVE elsewhere. A super
+  conductor killed while it holds a request: its restart builds it.
 * No cell process was given the API database or the API bus.
 """
 from __future__ import annotations
@@ -162,14 +163,14 @@ def test_a_hundred_servers_on_two_cells_with_failing_builds(deployment_factory):
     print(f"done after {time.monotonic() - began:.1f} s")
 
 
-def unacked(vhost_url: str) -> int:
+def unacked(vhost_url: str, suffix: str = "conductor") -> int:
     vhost = vhost_url.rsplit("/", 1)[1]
     out = subprocess.run(["rabbitmqctl", "-q", "list_queues", "-p", vhost, "name", "messages_unacknowledged"],
                          check=True, capture_output=True, text=True, timeout=60).stdout
     total = 0
     for line in out.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0].endswith("conductor") and parts[1].isdigit():
+        if len(parts) == 2 and parts[0].endswith(suffix) and parts[1].isdigit():
             total += int(parts[1])
     return total
 
@@ -208,8 +209,8 @@ def test_killed_computes_and_conductors_leave_truthful_instances(deployment_fact
         assert [h.host for h in inst.get(cell1_engine, first).hosts_tried] == ["slow", "steady-a"]
         names = provider_names(d)
         assert {names[rp]: r for rp, r in allocations(d, first).items()} == {"steady-a": FLAVOR}
-        # slow comes back: its recovery leaves the moved instance alone.
-        d.start_compute(cell1, "slow", build_time=60, failure_rate=0, memory_mb=131072)
+        # slow comes back (building fast now): its recovery leaves the moved instance alone.
+        d.start_compute(cell1, "slow", build_time=0.3, failure_rate=0, memory_mb=131072)
         assert server(d, first)["status"] == "ACTIVE"
 
         # 2. A cell conductor killed while it holds a reschedule: the broker
@@ -234,9 +235,36 @@ def test_killed_computes_and_conductors_leave_truthful_instances(deployment_fact
         assert (record.num_attempts, [h.host for h in record.hosts_tried]) == (2, ["flaky", "steady-b"])
         assert {names[rp]: r for rp, r in allocations(d, second).items()} == {"steady-b": FLAVOR}
 
+        # 3. The super conductor killed while it holds a request (its scheduler
+        #    call frozen): the request stays on the API bus, and the restarted
+        #    super conductor frees what the dead one's call claimed and builds it.
+        scheduler = d.procs["scheduler-1"]
+        calls = scheduler.output().count("select_destinations:")
+        scheduler.signal_all(signal.SIGSTOP)  # its worker process, which serves the topic, too
+        try:
+            third = boot(d, "third")
+            d.wait(lambda: unacked(d.api_bus, "super_conductor") > 0, timeout=30,
+                   what="the super conductor to hold the request")
+            d.procs["super-conductor-1"].kill()
+        finally:
+            scheduler.signal_all(signal.SIGCONT)
+        # The scheduler answers the dead one's call (claiming for nobody) ...
+        d.wait(lambda: scheduler.output().count("select_destinations:") > calls, timeout=60,
+               what="the scheduler to answer the dead super conductor's call")
+        assert server(d, third)["status"] == "BUILD"
+        d.start_super_conductor(1)
+        shown = d.wait(lambda: (s := server(d, third))["status"] != "BUILD" and s, timeout=60,
+                       what="the request to finish after the super conductor's restart")
+        assert shown["status"] == "ACTIVE", (shown, d.logs())
+        assert "redelivered" in d.procs["super-conductor-1"].output()
+        third_host = shown["OS-EXT-SRV-ATTR:host"]
+        assert {names[rp]: r for rp, r in allocations(d, third).items()} == {third_host: FLAVOR}
+
         # Nothing else is held anywhere.
         used = {name: u for name, u in d.usages().items() if u}
-        assert used == {"steady-a": FLAVOR, "steady-b": FLAVOR}, used
+        expected: dict[str, dict[str, int]] = {"steady-a": dict(FLAVOR), "steady-b": dict(FLAVOR)}
+        expected[third_host] = {rc: n + expected.get(third_host, {}).get(rc, 0) for rc, n in FLAVOR.items()}
+        assert used == expected, used
     finally:
         cell1_engine.dispose()
         cell2_engine.dispose()
