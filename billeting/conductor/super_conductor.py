@@ -235,8 +235,9 @@ def serve(bus: Bus, conductor: SuperConductor, *, threads: int = 4):
     A cast is acknowledged once handled: a super conductor killed in the
     middle of a request leaves it on the queue, and the next super conductor
     (another one, or this one restarted) resumes it instead of leaving the
-    instances in BUILD for ever. One request at a time per process: run
-    several processes for more."""
+    instances in BUILD for ever. ``threads`` requests at a time; the
+    acknowledgements go out from the bus's listener, which keeps answering
+    the broker's heartbeats while a scheduler call takes minutes."""
     from billeting.messaging.bus import redelivered
 
     def handle(payload: bytes) -> None:
