@@ -33,6 +33,7 @@ from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 
+from billeting.cli_pools import add_pool_flags, apply_pool_flags
 from billeting.config import (Settings, SettingsError, default_db_url, ensure_default_data_dir, load_settings,
                               read_config_file)
 from billeting.placement.tools.errors import ToolError
@@ -119,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "billeting:metrics policy rule admits")
     serve.add_argument("--auto-upgrade", action="store_true", default=None,
                        help="apply pending schema migrations instead of refusing to start")
+    add_pool_flags(serve)
     serve.set_defaults(func=cmd_serve)
 
     db = commands.add_parser("db", help="manage the database schema")
@@ -141,9 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
     from billeting.cells import command as cell_command
     from billeting.compute import command as compute_command
     from billeting.conductor import command as conductor_command
+    from billeting.conductor import super_command
 
     compute_command.add_parser(commands)
     conductor_command.add_parser(commands)
+    super_command.add_parser(commands)
     cell_command.add_parsers(commands)
     # The control plane: the compute API (with its super conductor) and the all-in-one.
     from billeting import up
@@ -446,6 +450,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        apply_pool_flags(args)
+    except ValueError as exc:
+        print(f"billeting: error: {exc}", file=sys.stderr)
+        return 2
+    try:
         return args.func(args)
     except (CliError, ToolError) as exc:
         print(f"billeting: error: {exc}", file=sys.stderr)
@@ -455,4 +464,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # ``python -m billeting.cli``: run the imported module's main, so the
+    # commands that raise ``billeting.cli.CliError`` are caught as such.
+    from billeting.cli import main as _main
+
+    sys.exit(_main())

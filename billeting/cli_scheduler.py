@@ -32,6 +32,7 @@ from billeting.cli import (
     configure_logging,
     connect_engine,
 )
+from billeting.cli_pools import add_pool_flags
 from billeting.config import SettingsError
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ def register(commands) -> None:
                        help="also accept the deprecated role:admin alternative of every base rule")
     serve.add_argument("--auto-upgrade", action="store_true", default=None,
                        help="apply pending API-database migrations instead of refusing to start")
+    add_pool_flags(serve)
     serve.set_defaults(func=cmd_serve)
 
     db = actions.add_parser("db", help="manage the scheduler's API database schema")

@@ -43,6 +43,9 @@ class CellCatalog:
     def cells(self) -> Mapping[str, CellHandle]:
         return dict(self._handles)
 
+    def cells_by_name(self) -> dict[str, CellHandle]:
+        return {h.name: h for h in self._handles.values()}
+
     def cell_of(self, instance_uuid: str) -> str | None:
         found = instance_mappings.get(self.api_engine, instance_uuid)
         return found.cell if found is not None else None

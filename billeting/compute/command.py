@@ -13,6 +13,7 @@ import logging
 import socket
 
 from billeting.cells import command as cell_command
+from billeting.cli_pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
@@ -59,6 +60,7 @@ def add_parser(commands) -> None:
     tuning.add_argument("--orphan-grace", type=float, default=None, metavar="SECONDS",
                         help="how long an unexplained allocation is left before the audit removes it")
     tuning.add_argument("--build-threads", type=int, default=None)
+    add_pool_flags(p)
     p.set_defaults(func=cmd_compute)
 
 

@@ -11,6 +11,7 @@ import argparse
 import logging
 
 from billeting.cells import command as cell_command
+from billeting.cli_pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
@@ -35,6 +36,7 @@ def add_parser(commands) -> None:
     p.add_argument("--delete-timeout", type=float, default=None, metavar="SECONDS")
     p.add_argument("--build-timeout", type=float, default=None, metavar="SECONDS",
                    help="fail builds on a live compute that take longer (default 0: never)")
+    add_pool_flags(p)
     p.set_defaults(func=cmd_conductor)
 
 

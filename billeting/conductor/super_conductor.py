@@ -91,7 +91,56 @@ class SuperConductor:
         self.settings = settings or ConductorSettings()
         self.settings.check()
 
-    def schedule_and_build(self, plan: BuildPlan) -> list[BuildOutcome]:
+    def schedule_and_build(self, plan: BuildPlan, *, resumed: bool = False) -> list[BuildOutcome]:
+        """``resumed``: the plan was delivered before to a super conductor that
+        died before finishing it (the API bus redelivers what was not
+        acknowledged). What that one handed over stays; the rest is
+        scheduled again, after freeing whatever it had claimed for them."""
+        if resumed:
+            done, plan = self._resume(plan)
+            if not plan.instance_uuids:
+                return done
+            return done + self._schedule_and_build(plan)
+        return self._schedule_and_build(plan)
+
+    def _resume(self, plan: BuildPlan) -> tuple[list[BuildOutcome], BuildPlan]:
+        from billeting.cells import instances as inst
+
+        done: list[BuildOutcome] = []
+        left: list[tuple[str, str]] = []
+        engines = {h.name: h.engine for h in self.cells.cells().values()}
+        if self.cells.cell0 is not None:
+            engines[CELL0] = self.cells.cell0
+        for uuid, name in zip(plan.instance_uuids, plan.names, strict=True):
+            mapping = instance_mappings.get(self.api_engine, uuid)
+            if mapping is not None and mapping.cell is not None:
+                done.append(BuildOutcome(instance_uuid=uuid, cell=mapping.cell, host=None))
+                continue
+            # Recorded in a cell but not yet mapped: the hand-over stopped in between.
+            cell = next((c for c, e in engines.items() if inst.get(e, uuid) is not None), None)
+            if cell is not None:
+                instance_mappings.set_cell(self.api_engine, uuid, cell)
+                if not build_requests.remove(self.api_engine, uuid) and cell != CELL0:
+                    handoff.request_delete(self.cells.cells_by_name()[cell].engine,
+                                           self.cells.cells_by_name()[cell].bus, uuid)
+                done.append(BuildOutcome(instance_uuid=uuid, cell=cell, host=None))
+                continue
+            if build_requests.get(self.api_engine, uuid) is None:
+                instance_mappings.remove(self.api_engine, uuid)  # deleted by the user meanwhile
+                done.append(BuildOutcome(instance_uuid=uuid, cell=None, host=None))
+                continue
+            left.append((uuid, name))
+        client = getattr(self.scheduler, "client", None)
+        for uuid, _ in left:
+            # A claim the dead conductor's scheduler call made and nobody built on.
+            if client is not None:
+                client.delete_allocations(uuid)
+        LOG.warning("request %s redelivered: %d instance(s) already handed over, %d to schedule again",
+                    plan.request_id, len(done), len(left))
+        return done, msgspec.structs.replace(plan, instance_uuids=tuple(u for u, _ in left),
+                                             names=tuple(n for _, n in left))
+
+    def _schedule_and_build(self, plan: BuildPlan) -> list[BuildOutcome]:
         request = request_from_nova(
             plan.flavor, plan.image, instance_uuids=plan.instance_uuids, project_id=plan.project_id,
             user_id=plan.user_id, availability_zone=plan.availability_zone, same_host=plan.same_host,
@@ -181,13 +230,21 @@ class SuperConductorAPI:
 
 
 def serve(bus: Bus, conductor: SuperConductor, *, threads: int = 4):
-    """Handle casts of ``TOPIC`` on the API bus until the returned server stops."""
+    """Handle casts of ``TOPIC`` on the API bus until the returned server stops.
+
+    A cast is acknowledged once handled: a super conductor killed in the
+    middle of a request leaves it on the queue, and the next super conductor
+    (another one, or this one restarted) resumes it instead of leaving the
+    instances in BUILD for ever. ``threads`` requests at a time; the
+    acknowledgements go out from the bus's listener, which keeps answering
+    the broker's heartbeats while a scheduler call takes minutes."""
+    from billeting.messaging.bus import redelivered
 
     def handle(payload: bytes) -> None:
         plan = _decode_plan(payload)
         try:
-            conductor.schedule_and_build(plan)
+            conductor.schedule_and_build(plan, resumed=redelivered())
         except Exception:  # noqa: BLE001 - logged; the instances stay in BUILD for the operator to see
             LOG.exception("request %s: scheduling and handing over failed", plan.request_id)
 
-    return bus.serve(TOPIC, {"schedule_and_build_instances": handle}, threads=threads)
+    return bus.serve(TOPIC, {"schedule_and_build_instances": handle}, threads=threads, ack_early=False)

@@ -21,9 +21,11 @@ the method name, a correlation id and the reply queue of a call.
 from __future__ import annotations
 
 import logging
+import queue
 import re
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -47,6 +49,17 @@ class Envelope(msgspec.Struct, frozen=True, omit_defaults=True):
     # Set on replies to a call that failed: the error's kind and message.
     error_type: str | None = None
     error: str | None = None
+
+
+# The message a handler runs for (set on the handler's thread): whether the broker delivered it before, to a consumer
+# that went away without acknowledging it.
+_delivery = threading.local()
+
+
+def redelivered() -> bool:
+    """In a handler of a server with ``ack_early=False``: this message was
+    delivered before to a consumer that died holding it."""
+    return bool(getattr(_delivery, "redelivered", False))
 
 
 _encode = msgspec.json.Encoder().encode
@@ -248,10 +261,18 @@ class _Listener:
     each envelope to ``deliver``; reconnects after broker failures."""
 
     def __init__(self, bus: Bus, queues: list[Queue], deliver: Callable[[Envelope], None], *,
-                 name: str, ack_early: bool, prefetch: int = 1) -> None:
+                 name: str, ack_early: bool, prefetch: int = 1,
+                 deliver_late: Callable[[Envelope, bool, Callable[[], None]], None] | None = None) -> None:
         self.bus = bus
         self.queues = queues
         self.deliver = deliver
+        # ack_early=False: ``deliver_late(envelope, redelivered, done)`` hands
+        # the message to a worker, which calls ``done`` when it has handled it;
+        # the acknowledgement itself is sent from this thread (a connection is
+        # not shared between threads), which keeps draining -- and answering
+        # the broker's heartbeats -- while handlers run for as long as they need.
+        self.deliver_late = deliver_late
+        self._acks: queue.SimpleQueue = queue.SimpleQueue()
         self.ack_early = ack_early
         self.prefetch = prefetch
         self._stop = threading.Event()
@@ -284,6 +305,7 @@ class _Listener:
                             except socket.timeout:
                                 if not self.bus.memory:
                                     conn.heartbeat_check()
+                            self._send_acks()
             except Exception as exc:  # noqa: BLE001 - any broker failure: report, then reconnect
                 if not self._ready.is_set():
                     self._failed = exc
@@ -293,6 +315,23 @@ class _Listener:
                     return
                 LOG.warning("bus consumer %s lost its connection (%s); reconnecting", self._thread.name, exc)
                 self._stop.wait(1.0)
+
+    def flush(self, timeout: float) -> None:
+        """Wait (up to ``timeout``) for the queued acknowledgements to be sent."""
+        deadline = time.monotonic() + timeout
+        while not self._acks.empty() and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def _send_acks(self) -> None:
+        while True:
+            try:
+                message = self._acks.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                message.ack()
+            except Exception as exc:  # noqa: BLE001 - its connection is gone: the broker delivers it again
+                LOG.warning("could not acknowledge a handled message on %s (%s)", self._thread.name, exc)
 
     def _on_message(self, message) -> None:
         try:
@@ -304,10 +343,15 @@ class _Listener:
         if self.ack_early:
             message.ack()
             self.deliver(envelope)
+        elif self.deliver_late is not None:
+            self.deliver_late(envelope, bool((message.delivery_info or {}).get("redelivered")),
+                              lambda: self._acks.put(message))
         else:
+            _delivery.redelivered = bool((message.delivery_info or {}).get("redelivered"))
             try:
                 self.deliver(envelope)
             finally:
+                _delivery.redelivered = False
                 message.ack()
 
 
@@ -320,15 +364,24 @@ class Server:
         self.topic = topic
         self.handlers = handlers
         self.ack_early = ack_early
+        self._closing = False
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"bus-{topic}")
         self._slots = threading.Semaphore(threads)
         self.listener = _Listener(bus, [bus.queue(topic, server)], self._dispatch,
-                                  name=f"bus-{bus.name(topic, server)}", ack_early=ack_early, prefetch=threads)
+                                  name=f"bus-{bus.name(topic, server)}", ack_early=ack_early, prefetch=threads,
+                                  deliver_late=None if ack_early else self._dispatch_late)
 
     def start(self) -> None:
         self.listener.start()
 
     def stop(self) -> None:
+        if not self.ack_early:
+            # Let the handlers in progress finish and their acknowledgements
+            # go out before the connection closes; what arrives meanwhile is
+            # left unacknowledged, so the broker gives it to another server.
+            self._closing = True
+            self.pool.shutdown(wait=True, cancel_futures=False)
+            self.listener.flush(timeout=2.0)
         self.listener.stop()
         self.pool.shutdown(wait=True, cancel_futures=False)
 
@@ -339,6 +392,22 @@ class Server:
             self.pool.submit(self._handle_released, envelope)
         else:
             self._handle(envelope)
+
+    def _dispatch_late(self, envelope: Envelope, redelivered: bool, done: Callable[[], None]) -> None:
+        if self._closing:
+            return
+        # At most ``threads`` unacknowledged (the prefetch): a slot is free.
+        self._slots.acquire()
+        self.pool.submit(self._handle_late, envelope, redelivered, done)
+
+    def _handle_late(self, envelope: Envelope, redelivered: bool, done: Callable[[], None]) -> None:
+        _delivery.redelivered = redelivered
+        try:
+            self._handle(envelope)
+        finally:
+            _delivery.redelivered = False
+            self._slots.release()
+            done()
 
     def _handle_released(self, envelope: Envelope) -> None:
         try:

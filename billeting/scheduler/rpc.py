@@ -89,6 +89,9 @@ def serve(bus: Bus, service, *, threads: int = 4) -> Server:
     def select_destinations(payload: bytes) -> bytes:
         def work():
             msg = _decode_select(payload)
+            # One line per call: operators (and the end-to-end test) count them.
+            LOG.info("select_destinations: %d instance(s), %d alternate(s)",
+                     len(msg.request.instance_uuids), msg.alternates)
             return _encode(service.select(msg.request, msg.alternates, group=msg.group))
         return _typed_failure(work)
 

@@ -73,7 +73,30 @@ def build_service(config: ServiceConfig):
         normalize_url(url) == normalize_url(config.placement_db)
     return SchedulerService(placement_client(config), engine, config.scheduler_settings(),
                             down_after_s=config.service_down_time, directory_check_s=config.directory_check_s,
-                            group_lock_in_process=shared_sqlite)
+                            group_lock_in_process=shared_sqlite, reports=cell_reports(engine, config))
+
+
+def cell_reports(engine, config: ServiceConfig):
+    """With cells mapped in the API database (a distributed deployment), host
+    records come from the cell databases as in the all-in-one: which cell a
+    host is in, whether its compute is up and enabled, its failed builds.
+    Cells mapped after the start are seen after a restart. None: the API
+    database's host-report table alone."""
+    from billeting.apidb import cell_mappings, migrate
+
+    try:
+        if migrate.current_revision(engine) is None or not cell_mappings.listing(engine):
+            return None
+    except Exception:  # noqa: BLE001 - an API database without the tables yet
+        return None
+    from billeting.apidb.cell_directory import CellCatalog
+    from billeting.apidb.host_reports import HostReportLoader
+    from billeting.conductor.cell_reports import CellHostReports
+
+    cells = CellCatalog.open(engine)
+    LOG.info("host records from cell(s) %s", ", ".join(sorted(cells.cells())) or "none")
+    return CellHostReports(engine, cells, base=HostReportLoader(engine, down_after_s=config.service_down_time),
+                           down_time_s=config.service_down_time)
 
 
 def load_app(config: ServiceConfig):

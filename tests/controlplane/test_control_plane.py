@@ -150,3 +150,41 @@ def test_min_count_below_max_count_still_needs_room_for_max_count(plane_factory)
     assert all(not p.d.placement.get_allocations(s["id"]).allocations for s in servers)
     one = p.boot(name="one", flavor="half")  # min_count alone would have fitted
     wait_for(lambda: p.status(one) == "ACTIVE", what="ACTIVE")
+
+def test_a_request_redelivered_after_its_super_conductor_died_is_resumed(plane_factory):
+    """The dead one handed the first instance over and had claimed the second:
+    the resumed request leaves the first alone, frees the stale claim and
+    builds the second; nothing is held twice."""
+    p = plane_factory(computes=2)
+    p.flavor()
+    conductor = p.plane.conductor
+    plans = []
+    conductor.schedule_and_build = lambda plan, resumed=False: plans.append(plan)
+    p.boot(name="pair", min_count=2, max_count=2)
+    wait_for(lambda: plans, what="the request to reach the super conductor")
+    del conductor.schedule_and_build
+    (plan,) = plans
+    first, second = plan.instance_uuids
+
+    real = conductor._hand_over
+    def dies_after_the_first(plan_, summary, name, line):
+        if line[0].consumer_uuid == second:
+            raise RuntimeError("killed")
+        return real(plan_, summary, name, line)
+    conductor._hand_over = dies_after_the_first
+    try:
+        conductor.schedule_and_build(plan)
+    except RuntimeError:
+        pass
+    del conductor._hand_over
+    assert p.d.placement.get_allocations(second).allocations  # claimed for nobody
+    first_host = inst.get(p.cells.engine_of(instance_mappings.get(p.api_engine, first).cell), first).host
+
+    outcomes = conductor.schedule_and_build(plan, resumed=True)
+    assert [o.instance_uuid for o in outcomes] == [first, second]
+    wait_for(lambda: p.status(first) == "ACTIVE" and p.status(second) == "ACTIVE", what="both ACTIVE")
+    assert inst.get(p.cells.engine_of("cell1"), first).host == first_host
+    for uuid in (first, second):
+        held = p.d.placement.get_allocations(uuid).allocations
+        assert len(held) == 1, held
+    assert build_requests.get(p.api_engine, second) is None

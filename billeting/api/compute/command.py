@@ -1,11 +1,14 @@
 """``billeting compute-api serve``: the compute API with its super conductor and scheduler.
 
     billeting compute-api serve [--port 8774] [--db URL] [--placement-url URL | --placement-db URL]
-                                [--transport-url URL] [--build-attempts 3] [--workers N]
+                                [--transport-url URL] [--conductor local|remote] [--build-attempts 3]
+                                [--config-file PATH] [--workers N]
 
 The cells come from the API database's cell mappings (``billeting compute-api
 cell add``). With ``--transport-url`` (the API bus) creates are cast to the
-super conductor topic and this process also serves it; without, each worker
+super conductor topic; ``--conductor local`` (the default) also serves that
+topic in this process, ``--conductor remote`` leaves it to separate
+``billeting super-conductor`` processes. Without a transport URL each worker
 schedules in a thread of its own.
 """
 from __future__ import annotations
@@ -14,6 +17,9 @@ import argparse
 import functools
 import logging
 import os
+
+from billeting.conductor import super_command
+from billeting.cli_pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
@@ -32,7 +38,13 @@ def add_parser(commands) -> None:
     serve.add_argument("--placement-token", default="admin")
     serve.add_argument("--placement-db", default=None, help="use Placement in-process on this database instead")
     serve.add_argument("--transport-url", default=None, help="the API bus (default: none, in-process)")
-    serve.add_argument("--build-attempts", type=int, default=3, help="[conductor] build_attempts (default 3)")
+    serve.add_argument("--conductor", choices=("local", "remote"), default="local",
+                       help="local: this process serves the super conductor topic; remote: separate "
+                            "'billeting super-conductor' processes do (needs --transport-url)")
+    serve.add_argument("--config-file", metavar="PATH", default=None,
+                       help="INI file for [conductor] build_attempts (default $BILLETING_CONFIG_FILE)")
+    super_command.add_build_attempts_flag(serve)
+    add_pool_flags(serve)
     serve.set_defaults(func=cmd_serve)
     cell = sub.add_parser("cell", help="map a cell (cell0: no transport URL)")
     cell_sub = cell.add_subparsers(dest="cell_command", required=True)
@@ -106,16 +118,19 @@ def load_app(args):
                            placement_db=args.placement_db or "")
     plane = ControlPlane(api_engine=engine, cells=CellCatalog.open(engine), placement=placement_client(config),
                          api_bus=Bus(args.transport_url) if args.transport_url else None,
-                         build_attempts=args.build_attempts)
+                         build_attempts=args.build_attempts, serve_conductor=args.conductor == "local")
     return plane.app()
 
 
 def cmd_serve(args) -> int:
     from billeting import cli
-    from billeting.placement.serve import render_server_error
+    from billeting.api.compute.errors import render_server_error  # Nova's format
     from billeting.serving import ServeOptions, run
 
     cli.configure_logging(args.log_level)
+    if args.conductor == "remote" and not args.transport_url:
+        raise cli.UsageError("--conductor remote casts to super conductors on the API bus: give --transport-url")
+    args.build_attempts = super_command.build_attempts(args)
     _api_engine(args).dispose()
     run(ServeOptions(host=args.host, port=args.port, workers=args.workers, threads=args.threads,
                      log_level=args.log_level, process_name="billeting-compute-api",

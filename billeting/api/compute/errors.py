@@ -64,6 +64,16 @@ def handle_any(req, resp, exc: Exception, params) -> None:
     if isinstance(exc, falcon.HTTPError):
         handle_http(req, resp, exc, params)
         return
+    from billeting.placement.store.outage import unavailable_reason
+
+    reason = unavailable_reason(exc)
+    if reason is not None:
+        # An exhausted or unreachable database is an outage the client may
+        # retry, not a bug: 503 in Nova's format, and a one-line log.
+        LOG.warning("database unavailable on %s %s: %s (%s)", req.method, req.path, reason, exc.__class__.__name__)
+        resp.set_header("Retry-After", "1")
+        _reply(resp, 503, f"The database is unavailable: {reason}. Please retry.")
+        return
     LOG.exception("unexpected error on %s %s", req.method, req.path)
     _reply(resp, 500, "Unexpected API Error. Please report this at the Billeting issue tracker.")
 

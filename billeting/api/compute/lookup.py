@@ -70,4 +70,20 @@ def find_many(deps: ComputeAPIDeps, mappings: Iterable[InstanceMapping]) -> list
                 unplaced.append(m)
     brs = build_requests.get_many(deps.api_engine, [m.instance_uuid for m in unplaced])
     found.extend(Found(m, None, brs[m.instance_uuid]) for m in unplaced if m.instance_uuid in brs)
+    # Handed to a cell after the mappings were read (record written, build
+    # request deleted): read the mapping again rather than lose the server.
+    for m in unplaced:
+        if m.instance_uuid not in brs:
+            moved = _placed_since(deps, m.instance_uuid)
+            if moved is not None:
+                found.append(moved)
     return found
+
+
+def _placed_since(deps: ComputeAPIDeps, uuid: str) -> Found | None:
+    mapping = instance_mappings.get(deps.api_engine, uuid)
+    if mapping is None or mapping.cell is None:
+        return None
+    engine = deps.cells.engine_of(mapping.cell)
+    record = inst.get(engine, uuid) if engine is not None else None
+    return Found(mapping, record, None) if record is not None else None

@@ -1,5 +1,6 @@
 """The control plane above the cells, assembled: scheduler (host records from
-the cell databases), super conductor (on the API bus, or in-process), move
+the cell databases), super conductor (on the API bus — served here or by
+separate ``billeting super-conductor`` processes — or in-process), move
 tasks, and the compute API's dependencies.
 
 ``make_move_tasks`` is the one place the move tasks are constructed.
@@ -44,7 +45,8 @@ class ControlPlane:
     def __init__(self, *, api_engine: Engine, cells: CellCatalog, placement: PlacementClient,
                  scheduler_settings: SchedulerSettings | None = None, build_attempts: int = sc.DEFAULT_BUILD_ATTEMPTS,
                  api_bus: Bus | None = None, service_down_time_s: float = DEFAULT_DOWN_TIME_S,
-                 catalog_refresh_s: float | None = None, conductor_threads: int = 4) -> None:
+                 catalog_refresh_s: float | None = None, conductor_threads: int = 4,
+                 serve_conductor: bool = True) -> None:
         settings = scheduler_settings or SchedulerSettings()
         if catalog_refresh_s is not None:
             settings = dataclasses.replace(settings, catalog_refresh_s=catalog_refresh_s)
@@ -60,7 +62,10 @@ class ControlPlane:
         self._server = None
         self._pool: ThreadPoolExecutor | None = None
         if api_bus is not None:
-            self._server = sc.serve(api_bus, self.conductor, threads=conductor_threads)
+            # serve_conductor=False: separate ``billeting super-conductor``
+            # processes consume the casts.
+            if serve_conductor:
+                self._server = sc.serve(api_bus, self.conductor, threads=conductor_threads)
             cast = sc.SuperConductorAPI(api_bus).schedule_and_build_instances
         else:
             self._pool = ThreadPoolExecutor(max_workers=conductor_threads, thread_name_prefix="super-conductor")

@@ -31,16 +31,42 @@ def normalize_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def make_engine(url: str, *, pool_size: int = 10) -> Engine:
+class PoolLimits:
+    """The process's ceiling on pooled connections per engine, set once by the
+    command line (``--db-pool-size``/``--db-max-overflow`` or ``[database]
+    max_pool_size``/``max_overflow``). A distributed deployment runs a dozen
+    processes each opening several engines against one database server whose
+    connection limit (PostgreSQL: 100) they share."""
+
+    pool_size: int | None = None
+    max_overflow: int | None = None
+
+
+def configure_pools(pool_size: int | None = None, max_overflow: int | None = None) -> None:
+    if pool_size is not None and pool_size < 1:
+        raise ValueError("the database pool size must be at least 1")
+    if max_overflow is not None and max_overflow < 0:
+        raise ValueError("the database pool overflow must be 0 or more")
+    PoolLimits.pool_size, PoolLimits.max_overflow = pool_size, max_overflow
+
+
+def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20) -> Engine:
     url = normalize_url(url)
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
+    if PoolLimits.pool_size is not None:
+        pool_size = PoolLimits.pool_size
+    if PoolLimits.max_overflow is not None:
+        max_overflow = PoolLimits.max_overflow
     # LIFO: a quiet server keeps reusing its most recent connection, whose
     # database backend has the statements prepared and its caches warm,
     # instead of rotating through every pooled connection.
     # No pool_pre_ping: it costs a round trip per transaction; store.tx
     # re-runs a unit of work that finds its connection dead instead.
-    kwargs: dict = {"pool_size": pool_size, "max_overflow": 20, "pool_use_lifo": True}
+    kwargs: dict = {"pool_size": pool_size, "max_overflow": max_overflow, "pool_use_lifo": True,
+                    # Waiting for a pooled connection longer than this is an
+                    # outage, reported as such (503), not a hung request.
+                    "pool_timeout": 30}
     if url.startswith("mysql"):
         # READ COMMITTED keeps every statement on fresh data, like PostgreSQL's
         # default; the generation compare-and-set provides the serialization.

@@ -15,6 +15,8 @@ from sqlalchemy.exc import DBAPIError
 # admin_shutdown, crash_shutdown, cannot_connect_now.
 _PG_GOING_AWAY = {"57P01", "57P02"}
 _PG_NOT_READY = {"57P03"}
+# too_many_connections: the server's connection slots are all taken.
+_PG_FULL = {"53300"}
 # MySQL/MariaDB client and server codes for the same: can't connect (local,
 # TCP), server gone away, lost connection (during query, at handshake),
 # server shutdown, connection killed.
@@ -24,11 +26,17 @@ _MYSQL_LOST = {2006, 2013, 2055, 1053, 1927, 4031}
 LOST = "the connection to it was lost"
 CANNOT_CONNECT = "it cannot be reached"
 NOT_READY = "it is starting up or shutting down"
+FULL = "it has no free connections"
 
 
 def unavailable_reason(exc: BaseException) -> str | None:
     """A short, client-safe reason when ``exc`` means the database is out of
     reach; ``None`` for any other failure."""
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        # Every pooled connection busy for the whole pool timeout.
+        return FULL
     if not isinstance(exc, DBAPIError):
         return None
     orig = exc.orig
@@ -50,6 +58,8 @@ def _postgresql_reason(orig: BaseException | None) -> str | None:
         return LOST
     if state in _PG_NOT_READY:
         return NOT_READY
+    if state in _PG_FULL or "too many clients" in str(orig).lower():
+        return FULL
     if state is None or state.startswith("08"):  # client-side failure or connection_exception class
         text = str(orig).lower()
         if "closed" in text or "lost" in text or "terminat" in text or "consuming input failed" in text:
@@ -66,6 +76,8 @@ def _mysql_reason(orig: BaseException | None) -> str | None:
     if not isinstance(orig, (pymysql.err.OperationalError, pymysql.err.InterfaceError)):
         return None
     code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
+    if code == 1040:  # ER_CON_COUNT_ERROR: too many connections
+        return FULL
     if code in _MYSQL_CANNOT_CONNECT:
         return CANNOT_CONNECT
     if code in _MYSQL_LOST or (isinstance(orig, pymysql.err.InterfaceError) and code == 0):
