@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import uuid as uuidlib
+from collections.abc import Callable
 
 import msgspec
 
@@ -51,8 +52,11 @@ from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import AllocationRequest, ProviderResources, WriteOutcome, WriteResult
 from billeting.scheduler.core import NoValidHost, Scheduler, SchedulerError
 from billeting.scheduler.nova import Flavor, request_from_nova
-from billeting.scheduler.request import Destination
+from billeting.scheduler.request import Destination, ScheduleRequest, ServerGroup
 from billeting.scheduler.selection import Selection
+
+# (group uuid, the move's request) -> the group without the moving instance, or None.
+GroupResolver = Callable[[str, ScheduleRequest], ServerGroup | None]
 
 LOG = logging.getLogger(__name__)
 
@@ -68,8 +72,12 @@ class ConductorMoveTasks:
 
     def __init__(self, *, cells: CellDirectory, specs: RequestSpecs, scheduler: Scheduler,
                  placement: PlacementClient, alternates: int = 2,
-                 service_down_time_s: float = services.DEFAULT_DOWN_TIME_S) -> None:
+                 service_down_time_s: float = services.DEFAULT_DOWN_TIME_S,
+                 server_groups: GroupResolver | None = None) -> None:
         self.cells = cells
+        # The instance's server group as the scheduler needs it (policy and the
+        # other members), so a move keeps (anti-)affinity; None: groups unknown.
+        self.server_groups = server_groups
         self.specs = specs
         self.scheduler = scheduler
         self.placement = placement
@@ -320,6 +328,10 @@ class ConductorMoveTasks:
             same_host=[u for u in spec.hints.get("same_host", ()) if u != record.uuid],
             different_host=[u for u in spec.hints.get("different_host", ()) if u != record.uuid],
             destination=Destination(host=host, cell=cell.name), ignore_hosts=[record.host] if record.host else [])
+        if spec.server_group and self.server_groups is not None:
+            group = self.server_groups(spec.server_group, request)
+            if group is not None:
+                request = msgspec.structs.replace(request, server_group=group)
         try:
             lines = self.scheduler.select_destinations(request, self.alternates, claim=False)
         except NoValidHost as exc:

@@ -351,3 +351,24 @@ def test_move_bodies_follow_the_microversion(moves):
     r = m.act(uuid, {"migrate": {"host": "host3"}}, version="2.56")
     assert r.status_code == 202, r.text
     assert m.settled(uuid, "VERIFY_RESIZE")["OS-EXT-SRV-ATTR:host"] == "host3"
+
+
+def test_a_migration_keeps_the_server_group_apart(moves):
+    """Anti-affinity holds through a move: the RAM weigher alone would send
+    host1's member to host2, where the other member runs; host3 it must be."""
+    m = moves
+    r = m.p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "apart", "policy": "anti-affinity"}})
+    assert r.status_code == 200, r.text
+    group = r.json["server_group"]["id"]
+    members = []
+    for i in range(2):
+        r = m.p.call("POST", "/v2.1/servers", {"server": {"name": f"apart-{i}", "flavorRef": "1",
+                                                          "imageRef": "cirros", "networks": "none"},
+                                               "os:scheduler_hints": {"group": group}})
+        assert r.status_code == 202, r.text
+        members.append(r.json["server"]["id"])
+        m.settled(members[-1], "ACTIVE")
+    hosts = [m.server(u)["OS-EXT-SRV-ATTR:host"] for u in members]
+    assert hosts == ["host1", "host2"]
+    assert m.act(members[0], {"migrate": None}).status_code == 202
+    assert m.settled(members[0], "VERIFY_RESIZE")["OS-EXT-SRV-ATTR:host"] == "host3"

@@ -37,8 +37,16 @@ def make_move_tasks(*, cells: CellCatalog, api_engine: Engine, scheduler: Schedu
     except ImportError:
         LOG.warning("billeting.conductor.moves is not available: server move actions are disabled")
         return None
+    from billeting.scheduler.service import groups
+
+    def server_group(uuid: str, request):
+        try:
+            return groups.for_request(groups.get(scheduler, uuid), request)
+        except groups.NotFound:  # deleted since: nothing left to keep together or apart
+            return None
+
     return ConductorMoveTasks(cells=cells, specs=SqlRequestSpecs(api_engine), scheduler=scheduler.scheduler,
-                              placement=placement)
+                              placement=placement, server_groups=server_group)
 
 
 class ControlPlane:
