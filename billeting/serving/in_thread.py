@@ -15,15 +15,13 @@ import logging
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 
+from billeting.serving import loop_parts
 from billeting.serving.options import ServeOptions
 from billeting.serving.protocol import HttpConnection
-from billeting.serving.wsgi import AppResponse, CompleteRequest, WSGIApp, call_app
+from billeting.serving.wsgi import AppResponse, CompleteRequest, WSGIApp
 
 LOG = logging.getLogger("billeting.serving")
-
-SWEEP_S = 0.1  # how often connection deadlines are checked
 
 
 class ThreadedServer:
@@ -54,10 +52,8 @@ class ThreadedServer:
     def submit(self, request: CompleteRequest) -> asyncio.Future[AppResponse]:
         self.busy += 1
         self._update_accepting()
-        future = self.loop.run_in_executor(
-            self.pool, partial(call_app, self.app, request, self.options.render_error, multiprocess=False))
-        future.add_done_callback(self._request_finished)
-        return future
+        return loop_parts.run_in_pool(self.loop, self.pool, self.app, request, self.options,
+                                      multiprocess=False, finished=self._request_finished)
 
     def _request_finished(self, _future) -> None:
         self.busy -= 1
@@ -83,7 +79,7 @@ class ThreadedServer:
     async def _serve(self) -> None:
         self._done = asyncio.Event()
         self._update_accepting()
-        sweep = self.loop.create_task(self._sweep())
+        sweep = self.loop.create_task(loop_parts.sweep(self.loop, self.connections))
         self._started.set()
         try:
             await self._done.wait()
@@ -114,24 +110,8 @@ class ThreadedServer:
             self.loop.remove_reader(self.listener.fileno())
             self.loop.call_later(0.5, self._update_accepting)
             return
-        sock.setblocking(False)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.loop.create_task(self._adopt(sock))
-
-    async def _adopt(self, sock: socket.socket) -> None:
-        try:
-            await self.loop.connect_accepted_socket(partial(HttpConnection, self, self.options), sock)
-        except OSError as exc:  # reset before we got to it
-            LOG.debug("dropped a connection at accept: %s", exc)
-            sock.close()
-
-    async def _sweep(self) -> None:
-        while True:
-            await asyncio.sleep(SWEEP_S)
-            now = self.loop.time()
-            for conn in [c for c in self.connections if c.deadline <= now]:
-                conn.expired()
+        loop_parts.prepare_accepted(sock)
+        self.loop.create_task(loop_parts.adopt(self.loop, self, self.options, sock))
 
     # --- stopping ---------------------------------------------------------------------
 

@@ -20,19 +20,17 @@ import signal
 import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 
 from gunicorn.workers.base import Worker
 
+from billeting.serving import loop_parts
 from billeting.serving.options import ServeOptions
 from billeting.serving.protocol import HttpConnection
-from billeting.serving.wsgi import AppResponse, CompleteRequest, call_app
+from billeting.serving.wsgi import AppResponse, CompleteRequest
 
 LOG = logging.getLogger("billeting.serving")
 
 HEARTBEAT_S = 1.0
-# How often deadlines are checked: timeouts fire up to this much late.
-SWEEP_S = 0.1
 # accept() failing for want of file descriptors: wait this long before trying again.
 ACCEPT_BACKOFF_S = 0.5
 # A worker leaves a new connection to a sibling holding fewer for steps of
@@ -100,7 +98,7 @@ class LoopWorker(Worker):
             listener.setblocking(False)
         self._update_accepting()
         heartbeat = loop.create_task(self._heartbeat())
-        sweep = loop.create_task(self._sweep())
+        sweep = loop.create_task(loop_parts.sweep(loop, self.connections))
         try:
             await self.done.wait()
         finally:
@@ -114,11 +112,8 @@ class LoopWorker(Worker):
         self.busy += 1
         self.nr += 1
         self._update_accepting()
-        future = self.loop.run_in_executor(
-            self.pool, partial(call_app, self.wsgi, request, self.options.render_error,
-                               multiprocess=self.multiprocess))
-        future.add_done_callback(self._request_finished)
-        return future
+        return loop_parts.run_in_pool(self.loop, self.pool, self.wsgi, request, self.options,
+                                      multiprocess=self.multiprocess, finished=self._request_finished)
 
     def _request_finished(self, _future) -> None:
         self.busy -= 1
@@ -178,9 +173,7 @@ class LoopWorker(Worker):
                 self._pause_accepting(ACCEPT_BACKOFF_S)
                 return
             raise
-        sock.setblocking(False)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        loop_parts.prepare_accepted(sock)
         self.adopting += 1
         self._publish()
         self.loop.create_task(self._adopt(sock))
@@ -197,22 +190,11 @@ class LoopWorker(Worker):
 
     async def _adopt(self, sock: socket.socket) -> None:
         try:
-            await self.loop.connect_accepted_socket(partial(HttpConnection, self, self.options), sock)
-        except OSError as exc:  # the client reset the connection before we got to it
-            LOG.debug("dropped a connection at accept: %s", exc)
-            sock.close()
+            await loop_parts.adopt(self.loop, self, self.options, sock)
         finally:
             self.adopting -= 1
 
     # --- life cycle -------------------------------------------------------------------
-
-    async def _sweep(self) -> None:
-        """Time out connections whose phase deadline passed (header, body, keep-alive, linger)."""
-        while True:
-            await asyncio.sleep(SWEEP_S)
-            now = self.loop.time()
-            for conn in [c for c in self.connections if c.deadline <= now]:
-                conn.expired()
 
     async def _heartbeat(self) -> None:
         while True:
