@@ -106,7 +106,12 @@ class SettingsError(ValueError):
 
 
 def _convert(name: str, raw: str) -> object:
-    kind = {f.name: f.type for f in fields(Settings)}[name]
+    return convert_setting(name, {f.name: f.type for f in fields(Settings)}[name], raw)
+
+
+def convert_setting(name: str, kind: str, raw: str) -> object:
+    """A setting's text (config file or environment) as the dataclass field
+    type ``kind`` names (``"int"``, ``"bool"``, ``"list[str]"``...)."""
     try:
         if kind == "int":
             return int(raw)

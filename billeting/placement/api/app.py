@@ -20,7 +20,13 @@ from billeting.placement import errors as domain
 from billeting.placement import openapi
 from billeting.placement.api import auth, microversion, negotiation
 from billeting.placement.api.context import context_from_environ
-from billeting.placement.api.errors import HTTPProblem, error_document, method_not_allowed, status_for
+from billeting.placement.api.errors import (
+    HTTPProblem,
+    check_body_headers,
+    error_document,
+    method_not_allowed,
+    status_for,
+)
 from billeting.placement.api.operator_endpoints import OPERATOR_PATHS, ProtectedMetrics, PublicEndpoints
 from billeting.placement.api.policy import Authorizer
 from billeting.placement.api.request_metrics import ERROR_CODE_KEY, RequestMetrics, RouteLabels
@@ -59,14 +65,7 @@ class PlacementMiddleware:
             raise HTTPProblem(400, str(exc)) from None
         except microversion.UnacceptableVersion as exc:
             raise _VersionNotAcceptable(str(exc)) from None
-        length = env.get("CONTENT_LENGTH")
-        if length:
-            try:
-                size = int(length)
-            except ValueError:
-                raise HTTPProblem(400, "content-length header must be an integer") from None
-            if size > 0 and not env.get("CONTENT_TYPE"):
-                raise HTTPProblem(400, "content-type header required when content-length > 0")
+        check_body_headers(env)
 
     def process_resource(self, req, resp, resource, params) -> None:
         # Falcon matches "/resource_providers/" to "{uuid}" with an empty

@@ -60,5 +60,18 @@ def method_not_allowed(method: str, allowed: tuple[str, ...] | None = None) -> H
     return HTTPProblem(405, f"The method {method} is not allowed for this resource.", headers=headers)
 
 
+def check_body_headers(env: dict) -> None:
+    """A request's body headers make sense: an integer ``Content-Length``,
+    and a ``Content-Type`` whenever there is a body (both APIs answer 400)."""
+    length = env.get("CONTENT_LENGTH")
+    if length:
+        try:
+            size = int(length)
+        except ValueError:
+            raise HTTPProblem(400, "content-length header must be an integer") from None
+        if size > 0 and not env.get("CONTENT_TYPE"):
+            raise HTTPProblem(400, "content-type header required when content-length > 0")
+
+
 def not_found(detail: str = "The resource could not be found.") -> HTTPProblem:
     return HTTPProblem(404, detail)

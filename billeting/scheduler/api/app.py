@@ -19,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 
 from billeting.placement.api import auth
 from billeting.placement.api.context import context_from_environ
-from billeting.placement.api.errors import HTTPProblem, error_document
+from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
 from billeting.placement.store.tx import RetriesExhausted
 from billeting.placement_client.client import PlacementError
 from billeting.scheduler.api import aggregates, hosts, root, selections, server_groups, topology, zones
@@ -59,14 +59,7 @@ class ApiMiddleware:
         req.context.auth = context_from_environ(env, env.get(auth.REQUEST_ID_KEY) or auth.new_request_id())
         if req.context.auth.user_id is None and not auth.is_root(env):
             raise HTTPProblem(401, "The request you have made requires authentication.")
-        length = env.get("CONTENT_LENGTH")
-        if length:
-            try:
-                size = int(length)
-            except ValueError:
-                raise HTTPProblem(400, "content-length header must be an integer") from None
-            if size > 0 and not env.get("CONTENT_TYPE"):
-                raise HTTPProblem(400, "content-type header required when content-length > 0")
+        check_body_headers(env)
 
     def process_resource(self, req, resp, resource, params) -> None:
         if resource is None or any(value == "" for value in params.values()):

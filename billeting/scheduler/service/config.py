@@ -24,7 +24,7 @@ import configparser
 import os
 from dataclasses import dataclass, field, fields
 
-from billeting.config import SettingsError
+from billeting.config import SettingsError, convert_setting
 from billeting.scheduler.settings import DEFAULT_MULTIPLIERS, SchedulerSettings
 
 DEFAULT_PORT = 8780
@@ -99,24 +99,7 @@ _TYPES = {f.name: f.type for f in fields(ServiceConfig)}
 
 
 def _convert(name: str, raw: str) -> object:
-    kind = _TYPES[name]
-    try:
-        if kind == "int":
-            return int(raw)
-        if kind == "float":
-            return float(raw)
-        if kind == "bool":
-            low = raw.strip().lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError(f"not a boolean: {raw!r}")
-        if kind.startswith("list"):
-            return [part.strip() for part in raw.split(",") if part.strip()]
-        return raw
-    except ValueError as exc:
-        raise SettingsError(f"invalid value for {name}: {exc}") from None
+    return convert_setting(name, _TYPES[name], raw)
 
 
 def load(flags: dict[str, object], environ: dict[str, str] | None = None) -> ServiceConfig:
