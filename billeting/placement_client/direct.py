@@ -20,6 +20,7 @@ inner dicts are shared the same way), so two answers may share objects.
 from __future__ import annotations
 
 import threading
+from operator import attrgetter, itemgetter
 
 import msgspec
 import orjson
@@ -36,6 +37,8 @@ from billeting.placement_client.model import (
 _decode_resources = msgspec.json.Decoder(dict[str, Capacity]).decode
 _decode_traits = msgspec.json.Decoder(tuple[str, ...]).decode
 _MAX_SUMMARIES = 50_000
+_uuid = attrgetter("uuid")
+_typed = itemgetter(1)
 _MAX_REQUESTS = 50_000
 
 
@@ -72,10 +75,15 @@ def requests(found: list[engine.AllocationRequest], mv: tuple[int, int]) -> list
 
 class CandidatesView:
     """Converts engine results to typed ``Candidates``, with the memos above.
-    Thread-safe: entries are immutable; a lost race only converts twice."""
+    Thread-safe: entries are immutable and a lost race only converts twice
+    (the counts that bound the memos are approximate under races)."""
 
     def __init__(self) -> None:
-        self._summaries: dict[tuple[str, tuple[int, int]], tuple[engine.ProviderSummary, ProviderSummary]] = {}
+        # Per summary shape: id of an engine summary -> (that summary, typed).
+        # The entry holds the engine's object, so its id cannot be reused by
+        # another while the entry exists: a hit by id is a hit on the object.
+        self._summaries: dict[tuple[int, int], dict[int, tuple[engine.ProviderSummary, ProviderSummary]]] = {}
+        self._summary_ids: dict[tuple[str, tuple[int, int]], int] = {}  # provider, shape -> its entry
         self._single: dict[tuple, dict[str, AllocationRequest]] = {}
         self._single_count = 0
         self._lock = threading.Lock()
@@ -87,20 +95,29 @@ class CandidatesView:
         return Candidates(typed, self._summaries_of(result.provider_summaries, mv), version)
 
     def _summaries_of(self, found: list[engine.ProviderSummary], mv: tuple[int, int]) -> dict[str, ProviderSummary]:
-        memo = self._summaries
-        if len(memo) + len(found) > _MAX_SUMMARIES:
-            memo.clear()
         shape = (1, 29) if mv >= (1, 29) else (1, 17) if mv >= (1, 17) else (1, 0)
+        memo = self._summaries.get(shape)
+        if memo is None or len(self._summary_ids) + len(found) > _MAX_SUMMARIES:
+            with self._lock:
+                if len(self._summary_ids) + len(found) > _MAX_SUMMARIES:
+                    self._summaries, self._summary_ids = {}, {}
+                memo = self._summaries.setdefault(shape, {})
+        # The common case, every summary unchanged, without a Python-level loop.
+        hits = list(map(memo.get, map(id, found)))
+        uuids = map(_uuid, found)
+        if None not in hits:
+            return dict(zip(uuids, map(_typed, hits)))
         out = {}
-        get = memo.get
-        for s in found:
-            key = (s.uuid, shape)
-            hit = get(key)
-            if hit is not None and hit[0] is s:
-                out[s.uuid] = hit[1]
-            else:
-                typed = out[s.uuid] = summary(s, mv)
-                memo[key] = (s, typed)
+        ids = self._summary_ids
+        for s, uuid, hit in zip(found, uuids, hits):
+            if hit is None:
+                hit = (s, summary(s, mv))
+                old = ids.get((uuid, shape))
+                if old is not None:
+                    memo.pop(old, None)
+                memo[id(s)] = hit
+                ids[(uuid, shape)] = id(s)
+            out[uuid] = hit[1]
         return out
 
     def _single_requests(self, found: engine.SingleProviderRequests, mv: tuple[int, int]) -> list[AllocationRequest]:
@@ -112,17 +129,13 @@ class CandidatesView:
                 if self._single_count > _MAX_REQUESTS:
                     self._single, self._single_count = {}, 0
                 memo = self._single.setdefault(key, {})
-        get = memo.get
-        out = []
-        append = out.append
-        part = None
-        for rp in found.providers:
-            typed = get(rp)
-            if typed is None:
-                if part is None:
-                    part = ProviderResources(dict(found.resources))
-                typed = memo[rp] = (AllocationRequest({rp: part}, {found.suffix: [rp]}) if with_mappings
-                                    else AllocationRequest({rp: part}))
+        out = list(map(memo.get, found.providers))
+        if None not in out:
+            return out
+        part = ProviderResources(dict(found.resources))
+        for i, rp in enumerate(found.providers):
+            if out[i] is None:
+                out[i] = memo[rp] = (AllocationRequest({rp: part}, {found.suffix: [rp]}) if with_mappings
+                                     else AllocationRequest({rp: part}))
                 self._single_count += 1
-            append(typed)
         return out

@@ -75,6 +75,15 @@ class RankedList(Sequence[Ranked]):
         for k in self.order:
             yield Ranked(hosts[k], weights[k], {n: v[k] for n, v in shares} if shares else {})
 
+    def host(self, i: int) -> HostState:
+        """The host at rank ``i``, without making its ``Ranked`` entry."""
+        return self.hosts[self.order[i]]
+
+    def positions(self, keep) -> list[int]:
+        """Ranks (best first) of the hosts for which ``keep(host)`` is true."""
+        hosts = self.hosts
+        return [i for i, k in enumerate(self.order) if keep(hosts[k])]
+
     def moved_to_front(self, i: int) -> "RankedList":
         order = self.order
         return RankedList(self.hosts, self.weights, [order[i]] + order[:i] + order[i + 1:], self.shares)
