@@ -331,15 +331,23 @@ class Scheduler:
                     alternates: int, level: str | None, claim: bool = True) -> list[list[Selection]]:
         version = decision.version
         chosen = {c.host.uuid for c in claimed}
+        # Alternates depend only on the cell here (same ranking, same chosen
+        # and dropped hosts, nothing claimed meanwhile): once per cell, not
+        # one pass over the ranked hosts per instance.
+        by_cell: dict[str, list] = {}
         result = []
         for c in claimed:
             rec = c.host.record
+            picks = by_cell.get(rec.cell_uuid)
+            if picks is None:
+                picks = by_cell[rec.cell_uuid] = self._alternates(ranked, rec.cell_uuid, chosen, dropped,
+                                                                  alternates)
             first = Selection(service_host=rec.service_host, nodename=rec.name, compute_node_uuid=rec.uuid,
                               cell_uuid=rec.cell_uuid, consumer_uuid=c.instance, allocation_request=c.request,
                               allocation_request_version=version, claimed=claim,
                               availability_zone=rec.availability_zone, domain_level=level, weight=c.weight)
             line = [first]
-            for r, candidate in self._alternates(ranked, rec.cell_uuid, chosen, dropped, alternates):
+            for r, candidate in picks:
                 alt = r.host
                 arec = alt.record
                 line.append(Selection(service_host=arec.service_host, nodename=arec.name,
