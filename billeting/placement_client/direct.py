@@ -36,10 +36,12 @@ from billeting.placement_client.model import (
 
 _decode_resources = msgspec.json.Decoder(dict[str, Capacity]).decode
 _decode_traits = msgspec.json.Decoder(tuple[str, ...]).decode
-_MAX_SUMMARIES = 50_000
+# Entries kept before a memo is emptied: about 1.2 KB per host for its
+# summary and its request of one flavor, so at most about 25 MB in all.
+_MAX_SUMMARIES = 20_000
+_MAX_REQUESTS = 20_000
 _uuid = attrgetter("uuid")
 _typed = itemgetter(1)
-_MAX_REQUESTS = 50_000
 
 
 def summary(s: engine.ProviderSummary, mv: tuple[int, int]) -> ProviderSummary:

@@ -188,3 +188,14 @@ def test_cached_summaries_are_reused_until_they_change(placement, fleet):
     assert third == _as_http(result, mv)
     assert third.provider_summaries[busy].resources["VCPU"].used == 3
     assert {id(a) for a in second.allocation_requests} == {id(a) for a in third.allocation_requests}
+
+
+def test_full_memos_are_emptied_and_answers_stay_exact(placement, mixed, monkeypatch):
+    from billeting.placement_client import direct
+
+    monkeypatch.setattr(direct, "_MAX_SUMMARIES", 5)
+    monkeypatch.setattr(direct, "_MAX_REQUESTS", 5)
+    view = CandidatesView()
+    _check_all(placement, mixed, view)
+    _check_all(placement, mixed, view)
+    assert len(view._summary_ids) <= 5 + 20 and view._single_count <= 5 + 20
