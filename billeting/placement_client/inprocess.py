@@ -24,7 +24,6 @@ from billeting.placement.candidates import gcpause
 from billeting.placement.consumers import Owner
 from billeting.placement.store.tx import RetriesExhausted, run_read, run_write
 from billeting.placement_client import query as query_mod
-from billeting.placement_client.direct import CandidatesView
 from billeting.placement_client.client import (
     MAX_VERSION,
     PlacementClient,
@@ -32,6 +31,7 @@ from billeting.placement_client.client import (
     parse_version,
     version_str,
 )
+from billeting.placement_client.direct import CandidatesView
 from billeting.placement_client.model import (
     AllocationWrite,
     CandidateQuery,
