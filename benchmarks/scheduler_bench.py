@@ -166,11 +166,13 @@ def phase_single(scheduler, count: int) -> dict:
 
 
 def _client_worker(args) -> tuple[int, int, float]:
-    kind, db, url, limit, seed, seconds, barrier_at = args
+    kind, db, url, limit, seed, seconds, ready = args
     scheduler = make_scheduler(kind, db, url, limit, seed)
     scheduler.select_destinations(request(), alternates=2)  # warm
-    while time.time() < barrier_at:
-        time.sleep(0.001)
+    # Start together once every process is built and warm (on a busy
+    # machine that can take well over a fixed delay).
+    ready.wait()
+    barrier_at = time.time()
     placed = failed = 0
     end = barrier_at + seconds
     while time.time() < end:
@@ -183,9 +185,10 @@ def _client_worker(args) -> tuple[int, int, float]:
 
 
 def phase_clients(kind: str, db: str, url: str, limit: int, clients: int, seconds: float) -> dict:
-    start_at = time.time() + 15  # every process built and warmed by then
-    with mp.get_context("spawn").Pool(clients) as pool:
-        results = pool.map(_client_worker, [(kind, db, url, limit, 1000 + i, seconds, start_at)
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(clients) as pool:
+        ready = manager.Barrier(clients)
+        results = pool.map(_client_worker, [(kind, db, url, limit, 1000 + i, seconds, ready)
                                             for i in range(clients)])
     placed = sum(r[0] for r in results)
     elapsed = max(r[2] for r in results)

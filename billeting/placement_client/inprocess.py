@@ -2,15 +2,15 @@
 
 Used by the all-in-one and the simulator. Candidates and allocation writes
 (the scheduler's hot path) call the domain functions directly: the typed
-query becomes the HTTP layer's own parsed form, passes the same structural
-checks and name resolution, and the answer is rendered by the same function
-the HTTP layer uses, so a decision cannot depend on which client made it.
+query becomes the HTTP layer's own parsed form and passes the same
+structural checks and name resolution; the engine's answer becomes the
+same typed ``Candidates`` that decoding the HTTP answer gives (``direct``,
+without JSON in between), so a decision cannot depend on which client made
+it.
 Everything else goes through the WSGI application itself, without a socket.
 """
 from __future__ import annotations
 
-import msgspec
-import orjson
 from sqlalchemy import Engine
 
 from billeting.config import Settings
@@ -31,6 +31,7 @@ from billeting.placement_client.client import (
     parse_version,
     version_str,
 )
+from billeting.placement_client.direct import CandidatesView
 from billeting.placement_client.model import (
     AllocationWrite,
     CandidateQuery,
@@ -40,9 +41,6 @@ from billeting.placement_client.model import (
 )
 from billeting.placement_client.transport import WsgiTransport
 
-_decode_candidates = msgspec.json.Decoder(Candidates).decode
-
-
 def _parsed(query: CandidateQuery) -> ac_api.ParsedQuery:
     groups = [
         ac_api.ParsedGroup(
@@ -51,7 +49,7 @@ def _parsed(query: CandidateQuery) -> ac_api.ParsedQuery:
                                              ("required", g.required or g.forbidden),
                                              ("member_of", g.member_of or g.forbidden_aggregates),
                                              ("in_tree", g.in_tree)) if present},
-            resources=dict(g.resources),
+            resources=dict(sorted(g.resources.items())),  # the order the query string gives
             traits=api_query.TraitExpr([set(any_of) for any_of in g.required], set(g.forbidden)),
             member_of=api_query.MemberOfExpr([set(any_of) for any_of in g.member_of],
                                              set(g.forbidden_aggregates)),
@@ -70,6 +68,7 @@ class InProcessPlacementClient(PlacementClient):
         self.engine = engine
         self.settings = settings or Settings(db=str(engine.url))
         super().__init__(WsgiTransport(make_app(self.settings, engine)), version=MAX_VERSION)
+        self._view = CandidatesView()
 
     def allocation_candidates(self, query: CandidateQuery) -> Candidates:
         mv = self.version
@@ -88,10 +87,9 @@ class InProcessPlacementClient(PlacementClient):
                 result = run_read(self.engine, work)
             except HTTPProblem as exc:
                 raise PlacementError(exc.status, exc.detail, exc.code) from None
-            body = orjson.dumps(ac_api.render(result, mv))
+            found = self._view.candidates(result, mv, version_str(mv))
             del result
-            found = _decode_candidates(body)
-        return msgspec.structs.replace(found, version=version_str(mv))
+        return found
 
     def put_allocations(self, consumer_uuid: str, write: AllocationWrite, *,
                         version: str | None = None) -> WriteOutcome:

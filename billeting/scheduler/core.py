@@ -331,15 +331,23 @@ class Scheduler:
                     alternates: int, level: str | None, claim: bool = True) -> list[list[Selection]]:
         version = decision.version
         chosen = {c.host.uuid for c in claimed}
+        # Alternates depend only on the cell here (same ranking, same chosen
+        # and dropped hosts, nothing claimed meanwhile): once per cell, not
+        # one pass over the ranked hosts per instance.
+        by_cell: dict[str, list] = {}
         result = []
         for c in claimed:
             rec = c.host.record
+            picks = by_cell.get(rec.cell_uuid)
+            if picks is None:
+                picks = by_cell[rec.cell_uuid] = self._alternates(ranked, rec.cell_uuid, chosen, dropped,
+                                                                  alternates)
             first = Selection(service_host=rec.service_host, nodename=rec.name, compute_node_uuid=rec.uuid,
                               cell_uuid=rec.cell_uuid, consumer_uuid=c.instance, allocation_request=c.request,
                               allocation_request_version=version, claimed=claim,
                               availability_zone=rec.availability_zone, domain_level=level, weight=c.weight)
             line = [first]
-            for r, candidate in self._alternates(ranked, rec.cell_uuid, chosen, dropped, alternates):
+            for r, candidate in picks:
                 alt = r.host
                 arec = alt.record
                 line.append(Selection(service_host=arec.service_host, nodename=arec.name,
@@ -359,12 +367,15 @@ class Scheduler:
         spaced evenly through the ranked hosts of the cell (for 2 of 90, the
         30th and the 60th), moving on when one has no candidate left. Cost:
         one pass over the ranked list (ids and cells only) for "spread"."""
-        if not wanted:
+        if not wanted or not ranked:
             return []
-        eligible = (r for r in ranked if r.host.uuid not in chosen and r.host.uuid not in dropped
-                    and r.host.record.cell_uuid == cell_uuid)
+
+        def eligible(h: HostState) -> bool:
+            return h.uuid not in chosen and h.uuid not in dropped and h.record.cell_uuid == cell_uuid
+
+        # Ranks, not ``Ranked`` entries: only the picks are made into entries.
         if self.settings.alternates_from == "spread":
-            pool = list(eligible)
+            pool = ranked.positions(eligible)
             n = len(pool)
             if n > wanted:
                 starts = [(i + 1) * n // (wanted + 1) for i in range(wanted)]
@@ -372,18 +383,20 @@ class Scheduler:
                 # Each alternate takes the first host with a candidate left
                 # in its stretch of the ranking (up to the next one's start).
                 for start, end in zip(starts, starts[1:] + [n]):
-                    for r in pool[start:end]:
-                        candidate = r.host.first_candidate()
+                    for i in pool[start:end]:
+                        candidate = ranked.host(i).first_candidate()
                         if candidate is not None:
-                            picked.append((r, candidate))
+                            picked.append((ranked[i], candidate))
                             break
                 return picked
-            eligible = iter(pool)
+            positions = iter(pool)
+        else:
+            positions = (i for i in range(len(ranked)) if eligible(ranked.host(i)))
         picked = []
-        for r in eligible:
-            candidate = r.host.first_candidate()
+        for i in positions:
+            candidate = ranked.host(i).first_candidate()
             if candidate is not None:
-                picked.append((r, candidate))
+                picked.append((ranked[i], candidate))
                 if len(picked) == wanted:
                     break
         return picked

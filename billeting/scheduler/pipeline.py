@@ -75,6 +75,15 @@ class RankedList(Sequence[Ranked]):
         for k in self.order:
             yield Ranked(hosts[k], weights[k], {n: v[k] for n, v in shares} if shares else {})
 
+    def host(self, i: int) -> HostState:
+        """The host at rank ``i``, without making its ``Ranked`` entry."""
+        return self.hosts[self.order[i]]
+
+    def positions(self, keep) -> list[int]:
+        """Ranks (best first) of the hosts for which ``keep(host)`` is true."""
+        hosts = self.hosts
+        return [i for i, k in enumerate(self.order) if keep(hosts[k])]
+
     def moved_to_front(self, i: int) -> "RankedList":
         order = self.order
         return RankedList(self.hosts, self.weights, [order[i]] + order[:i] + order[i + 1:], self.shares)
@@ -114,13 +123,15 @@ class Pipeline:
         shares: list[tuple[str, np.ndarray]] = []
         changed = decision.consumption_changed()
         uuids = [h.uuid for h in hosts]
+        # The hosts whose values a claim changed, by uuid (see _raw).
+        index = dict(zip(uuids, hosts)) if changed else {}
         for w in self.weighers:
             if not w.active(decision):
                 continue
             multipliers = self._multipliers(w, hosts, decision)
             if multipliers is None:
                 continue
-            raw = self._raw(w, hosts, uuids, decision, changed)
+            raw = self._raw(w, hosts, uuids, decision, changed, index)
             if w.minval is not None or w.maxval is not None:
                 raw = np.clip(raw, w.minval, w.maxval)
             lo = w.minval if w.minval is not None else raw.min()
@@ -138,21 +149,35 @@ class Pipeline:
                           [(name, share.tolist()) for name, share in shares] if scores else None)
 
     @staticmethod
-    def _raw(w, hosts: list[HostState], uuids: list[str], decision: Decision, changed: set[str]) -> np.ndarray:
-        """Raw values in ``hosts`` order, computed only where missing."""
+    def _raw(w, hosts: list[HostState], uuids: list[str], decision: Decision, changed: set[str],
+             index: dict[str, HostState]) -> np.ndarray:
+        """Raw values in ``hosts`` order, computed only where missing.
+
+        Later instances weigh a subset of the first one's hosts, whose values
+        are all kept: only the hosts a claim changed (``index`` finds them)
+        are weighed again, without a pass over every host per weigher."""
         cache = decision.raw_cache.get(w.name)
         if cache is None or w.depends == "group":
             values = w.values(hosts, decision)
             if decision.request.num_instances > 1:  # (a single instance is ranked once)
                 decision.raw_cache[w.name] = dict(zip(uuids, values))
             return np.array(values, dtype=float)
-        if w.depends == "usage":
+        if w.depends == "usage" and changed:
+            again = []
             for uuid in changed:
-                cache.pop(uuid, None)
-        missing = [h for h in hosts if h.uuid not in cache]
-        if missing:
+                host = index.get(uuid)
+                if host is None:
+                    cache.pop(uuid, None)  # weighed again if it is ever ranked again
+                else:
+                    again.append(host)
+            if again:
+                cache.update(zip((h.uuid for h in again), w.values(again, decision)))
+        try:
+            found = itemgetter(*uuids)(cache)
+        except KeyError:  # hosts this request has not weighed yet
+            missing = [h for h in hosts if h.uuid not in cache]
             cache.update(zip((h.uuid for h in missing), w.values(missing, decision)))
-        found = itemgetter(*uuids)(cache)
+            found = itemgetter(*uuids)(cache)
         return np.array(found if len(uuids) > 1 else [found], dtype=float)
 
     @staticmethod

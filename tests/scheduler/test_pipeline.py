@@ -115,3 +115,31 @@ def test_consumption_is_shared_and_makes_candidates_stop_fitting():
     shared.add(a.candidates[0])
     assert a.free("MEMORY_MB") == 50
     assert a.first_candidate() is None  # 100 MB no longer fit
+
+
+def test_later_instances_weigh_again_exactly_the_hosts_their_claims_changed():
+    """Raw values are kept between the instances of a request; a host a claim
+    changed is weighed again, also when it was filtered out in between and
+    comes back (the final ranking for alternates has every host again)."""
+    shared = Consumption()
+    hosts = [host(n, ram=1000, consumption=shared) for n in ("a", "b", "c")]
+    only_ram = SchedulerSettings(weighers=("RAMWeigher",))
+    pipe = Pipeline(only_ram)
+    d = decision(only_ram, instances=("i1", "i2", "i3"))
+    d.consumption = shared
+
+    def free_in_order(ranked):
+        return [(r.host.name, r.host.free("MEMORY_MB")) for r in ranked]
+
+    assert [r.weight for r in pipe.weigh(hosts, d)] == [1.0, 1.0, 1.0]  # all equal
+    shared.add(hosts[0].candidates[0])  # a claim on "a": 900 left
+    d.index = 1
+    assert free_in_order(pipe.weigh(hosts, d))[-1] == ("a", 900)
+    shared.add(hosts[1].candidates[0])  # a claim on "b" while "b" is not weighed
+    shared.add(hosts[1].candidates[0])
+    d.index = 2
+    assert [r.host.name for r in pipe.weigh([hosts[0], hosts[2]], d)] == ["c", "a"]
+    d.index = 0
+    ranked = pipe.weigh(hosts, d)  # "b" is back, with 800 free: last
+    assert free_in_order(ranked) == [("c", 1000), ("a", 900), ("b", 800)]
+    assert [round(r.weight, 3) for r in ranked] == [1.0, 0.9, 0.8]  # (minval 0)
