@@ -89,6 +89,36 @@ class Combiner:
             common &= found.by_anchor.keys()
         return sorted(common)
 
+    def plain(self) -> bool:
+        """Can every result be a plain tuple of providers, one per group (see
+        ``singles``)? Each group takes all its classes from one provider, no
+        two groups ask for the same class (so nothing is summed or
+        re-checked), and no per-combination rule other than same_subtree."""
+        return (not self.isolate and not self.overlapping and not self.nested_blind
+                and all(not found.split and found.group.resources for found in self.groups))
+
+    def singles(self, anchor: int) -> list[tuple[int, ...]]:
+        """The results of ``anchor`` as ``(provider of group 0, of group 1,
+        ...)``, in the order ``picks`` gives them; only when ``plain()``."""
+        lists = []
+        for found in self.groups:
+            providers = found.by_anchor.get(anchor)
+            if not providers:
+                return []
+            lists.append(providers)
+        combos = product(*lists)
+        for st in self.subtrees:
+            if len(st) == 2:
+                # Which pairs share a subtree, decided once per pair of providers.
+                i, j = st
+                chain = self._chain
+                together = {(a, b) for a in lists[i] for b in lists[j]
+                            if a == b or a in chain(b) or b in chain(a)}
+                combos = [c for c in combos if (c[i], c[j]) in together]
+            else:
+                combos = [c for c in combos if self._same_subtree(tuple(c[k] for k in st))]
+        return list(combos)
+
     def picks(self, anchor: int) -> Iterator[Pick]:
         per_group = []
         for found in self.groups:
