@@ -111,9 +111,8 @@ class Combiner:
             if len(st) == 2:
                 # Which pairs share a subtree, decided once per pair of providers.
                 i, j = st
-                chain = self._chain
-                together = {(a, b) for a in lists[i] for b in lists[j]
-                            if a == b or a in chain(b) or b in chain(a)}
+                above = self._above
+                together = {(a, b) for a in lists[i] for b in lists[j] if above(a, b) or above(b, a)}
                 combos = [c for c in combos if (c[i], c[j]) in together]
             else:
                 combos = [c for c in combos if self._same_subtree(tuple(c[k] for k in st))]
@@ -216,6 +215,18 @@ class Combiner:
             chain = self._chains[provider] = frozenset(seen)
         return chain
 
+    def _above(self, top: int, provider: int) -> bool:
+        """``top`` is ``provider`` or one of its ancestors (a walk up the tree:
+        cheaper than ``_chain`` for a question asked once)."""
+        parents = self.parents
+        for _ in range(len(parents) + 1):  # (bounded, should the data hold a cycle)
+            if provider == top:
+                return True
+            provider = parents.get(provider)
+            if provider is None:
+                return False
+        return False
+
     def _same_subtree(self, providers: tuple[int, ...]) -> bool:
         """One of ``providers`` is an ancestor-or-self of all the others."""
         if len(providers) == 2:  # the common case, answered without building sets
@@ -245,5 +256,7 @@ def _may_overlap(groups: list[GroupCandidates]) -> bool:
     return False
 
 
-def dedupe_key(pick: Pick) -> tuple:
+def dedupe_key(pick: Pick | tuple[int, ...]) -> tuple:
+    if isinstance(pick, tuple):  # a plain pick (Combiner.singles) is its own key
+        return pick
     return frozenset(pick.amounts.items()), pick.mappings
