@@ -77,3 +77,29 @@ def test_anchors_are_common_to_all_groups_and_dedupe_keys_include_mappings():
     a, b = (single("1", {VCPU: 1}, {1: [2, 3]}), single("2", {VCPU: 1}, {1: [2, 3]}))
     keys = {dedupe_key(p) for p in combiner([a, b], policy="isolate").picks(1)}
     assert len(keys) == 2
+
+
+def test_plain_singles_are_the_picks_in_the_same_order():
+    # Three groups, same_subtree of two and of three, providers shared between groups.
+    groups = [single("", {DISK: 1}, {1: [1, 3]}), single("_A", {VCPU: 1}, {1: [2, 3, 4]}),
+              single("_B", {MEM: 1}, {1: [3, 4, 2]}), single("_C", {9: 1}, {1: [4, 1]})]
+    for same_subtree in ([], [{"_A", "_B"}], [{"_A", "_B", "_C"}], [{"_A"}], [{"_A", "_C"}, {"_B", "_C"}]):
+        c = combiner(groups, policy="none", same_subtree=same_subtree)
+        assert c.plain()
+        expected = [tuple(m[0] for m in p.mappings) for p in c.picks(1)]
+        assert c.singles(1) == expected and expected
+        # each pick takes each group's resources from its one provider
+        for p, plain in zip(c.picks(1), c.singles(1)):
+            assert p.amounts == {(provider, rc): amount for provider, g in zip(plain, groups)
+                                 for rc, amount in g.group.resources.items()}
+    assert combiner(groups[:3], policy="none", same_subtree=[{"_A", "_B"}]).singles(1) == [
+        (d, a, b) for d in (1, 3) for a, b in ((2, 2), (3, 3), (3, 4), (4, 3), (4, 4))]  # 2 is apart from 3, 4
+
+
+def test_not_plain_where_a_pick_needs_more_than_its_providers():
+    a, b = single("_A", {VCPU: 1}, {1: [2]}), single("_B", {DISK: 1}, {1: [3]})
+    assert combiner([a, b], policy="none").plain()
+    assert not combiner([a, b], policy="isolate").plain()
+    assert not combiner([a, b], policy="none", nested_aware=False).plain()
+    assert not combiner([a, single("_B", {VCPU: 1}, {1: [3]})], policy="none").plain()  # summed
+    assert not combiner([a, single("_B", {}, {1: [3]})], policy="none").plain()  # resourceless

@@ -322,7 +322,11 @@ def render(result: candidates.CandidateResult, mv: tuple[int, int]) -> dict:
     already serialized as JSON fragments."""
     requests = _render_requests(result.allocation_requests, mv)
     shape = _summary_shape(mv)
-    summaries = {s.uuid: _wire_summary(s, shape) for s in result.provider_summaries}
+    summaries = {}
+    for s in result.provider_summaries:
+        # (the memo read inline: thousands of summaries, nearly all memoized)
+        memo = s.wire
+        summaries[s.uuid] = memo[1] if memo is not None and memo[0] == shape else _wire_summary(s, shape)
     return {"allocation_requests": requests, "provider_summaries": summaries}
 
 

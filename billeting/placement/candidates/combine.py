@@ -89,6 +89,35 @@ class Combiner:
             common &= found.by_anchor.keys()
         return sorted(common)
 
+    def plain(self) -> bool:
+        """Can every result be a plain tuple of providers, one per group (see
+        ``singles``)? Each group takes all its classes from one provider, no
+        two groups ask for the same class (so nothing is summed or
+        re-checked), and no per-combination rule other than same_subtree."""
+        return (not self.isolate and not self.overlapping and not self.nested_blind
+                and all(not found.split and found.group.resources for found in self.groups))
+
+    def singles(self, anchor: int) -> list[tuple[int, ...]]:
+        """The results of ``anchor`` as ``(provider of group 0, of group 1,
+        ...)``, in the order ``picks`` gives them; only when ``plain()``."""
+        lists = []
+        for found in self.groups:
+            providers = found.by_anchor.get(anchor)
+            if not providers:
+                return []
+            lists.append(providers)
+        combos = product(*lists)
+        for st in self.subtrees:
+            if len(st) == 2:
+                # Which pairs share a subtree, decided once per pair of providers.
+                i, j = st
+                above = self._above
+                together = {(a, b) for a in lists[i] for b in lists[j] if above(a, b) or above(b, a)}
+                combos = [c for c in combos if (c[i], c[j]) in together]
+            else:
+                combos = [c for c in combos if self._same_subtree(tuple(c[k] for k in st))]
+        return list(combos)
+
     def picks(self, anchor: int) -> Iterator[Pick]:
         per_group = []
         for found in self.groups:
@@ -186,6 +215,18 @@ class Combiner:
             chain = self._chains[provider] = frozenset(seen)
         return chain
 
+    def _above(self, top: int, provider: int) -> bool:
+        """``top`` is ``provider`` or one of its ancestors (a walk up the tree:
+        cheaper than ``_chain`` for a question asked once)."""
+        parents = self.parents
+        for _ in range(len(parents) + 1):  # (bounded, should the data hold a cycle)
+            if provider == top:
+                return True
+            provider = parents.get(provider)
+            if provider is None:
+                return False
+        return False
+
     def _same_subtree(self, providers: tuple[int, ...]) -> bool:
         """One of ``providers`` is an ancestor-or-self of all the others."""
         if len(providers) == 2:  # the common case, answered without building sets
@@ -215,5 +256,7 @@ def _may_overlap(groups: list[GroupCandidates]) -> bool:
     return False
 
 
-def dedupe_key(pick: Pick) -> tuple:
+def dedupe_key(pick: Pick | tuple[int, ...]) -> tuple:
+    if isinstance(pick, tuple):  # a plain pick (Combiner.singles) is its own key
+        return pick
     return frozenset(pick.amounts.items()), pick.mappings

@@ -281,18 +281,26 @@ def _combiner(conn: Connection, request: CandidateRequest, found: search.Found, 
     return Combiner(request, found.groups, found.root_of, parents, facts)
 
 
-def _enumerate(combiner: Combiner, anchors, picks: list[Pick], seen: set | None, needed: int | None,
+def _enumerate(combiner: Combiner, anchors, picks: list, seen: set | None, needed: int | None,
                breadth_first: bool = False) -> None:
-    """Collect picks until ``needed``: anchor by anchor, or (``breadth_first``)
+    """Collect picks (``Pick``, or plain tuples of providers when every pick
+    would be plain) until ``needed``: anchor by anchor, or (``breadth_first``)
     one from each anchor per round, so that a cap spreads over many trees.
     ``seen`` de-duplicates; None when duplicates cannot happen: without
     sharing providers every tree yields its own providers only, and two
     different combinations within a tree always differ in their triples or
     their mappings."""
+    # Plain results are tuples of providers, made a tree at a time (see Combiner.singles).
+    plain = seen is None and combiner.plain()
+    produce = combiner.singles if plain else combiner.picks
     if breadth_first and needed is not None:
-        streams = _round_robin([combiner.picks(anchor) for anchor in anchors])
+        streams = _round_robin([iter(produce(anchor)) for anchor in anchors])
+    elif plain and needed is None:
+        for anchor in anchors:
+            picks.extend(combiner.singles(anchor))
+        return
     else:
-        streams = (pick for anchor in anchors for pick in combiner.picks(anchor))
+        streams = (pick for anchor in anchors for pick in produce(anchor))
     for pick in streams:
         if seen is not None:
             key = dedupe_key(pick)
@@ -330,8 +338,10 @@ def _summaries(conn: Connection, request: CandidateRequest, roots: set[int],
                           with_traits=request.summary_traits)
 
 
-def _build(conn: Connection, request: CandidateRequest, picks: list[Pick],
+def _build(conn: Connection, request: CandidateRequest, picks: list,
            root_of: dict[int, int]) -> CandidateResult:
+    if isinstance(picks[0], tuple):
+        return _build_plain(conn, request, picks, root_of)
     used = {p for pick in picks for p, _ in pick.amounts}
     found = _summaries(conn, request, {root_of[p] for p in used}, used)
     uuid_of = found.uuid_of
@@ -360,4 +370,37 @@ def _build(conn: Connection, request: CandidateRequest, picks: list[Pick],
                 uuids = mapped_uuids[providers] = [uuid_of[p] for p in providers]
             mappings[suffix] = uuids
         requests.append(AllocationRequest(allocations, mappings))
+    return CandidateResult(requests, list(found.by_id.values()))
+
+
+def _build_plain(conn: Connection, request: CandidateRequest, picks: list[tuple[int, ...]],
+                 root_of: dict[int, int]) -> CandidateResult:
+    """Requests from plain picks (one provider per group, every group with its
+    own classes, one tree per pick): each group's resources are one dict
+    shared by every request, and each provider's mapping one list."""
+    found = _summaries(conn, request, {root_of[pick[0]] for pick in picks}, set())
+    uuid_of = found.uuid_of
+    providers = set().union(*zip(*picks))
+    missing = providers - uuid_of.keys()
+    if missing:
+        uuid_of = {**uuid_of, **summaries.uuids(conn, missing)}
+    rc_name = names.rc_names(conn, request.requested_classes)
+    parts = [{rc_name[rc]: amount for rc, amount in g.resources.items()} for g in request.groups]
+    suffixes = [g.suffix for g in request.groups]
+    uuid = uuid_of.__getitem__
+    listed = {p: [uuid(p)] for p in providers}
+    mapped = listed.__getitem__
+    width = len(parts)
+    requests = []
+    append = requests.append
+    for pick in picks:
+        if len(set(pick)) == width:
+            allocations = dict(zip(map(uuid, pick), parts))
+        else:  # groups sharing a provider: its classes merged, in group order
+            allocations = {}
+            for provider, part in zip(pick, parts):
+                key = uuid(provider)
+                have = allocations.get(key)
+                allocations[key] = part if have is None else {**have, **part}
+        append(AllocationRequest(allocations, dict(zip(suffixes, map(mapped, pick)))))
     return CandidateResult(requests, list(found.by_id.values()))

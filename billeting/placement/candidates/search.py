@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 
 from sqlalchemy import Connection, Integer, literal_column, select, union_all
 
@@ -102,12 +104,16 @@ def collect(conn: Connection, request: CandidateRequest, world: World, *,
     root_of: dict[int, int] = {}
     parents: dict[int, int] | None = {} if with_parents else None
     raw: dict[tuple[int, int | None], list[tuple[int, int]]] = {}
-    for branch, provider_id, root_id in conn.execute(statement, values).all():
+    # Rows come branch by branch: handled a run at a time, without a Python
+    # step per row.
+    pair = itemgetter(1, 2)
+    for branch, run in groupby(conn.execute(statement, values).all(), itemgetter(0)):
         if branch < 0:
-            parents[provider_id] = root_id  # the third column is the parent here
+            parents.update(map(pair, run))  # the third column is the parent here
             continue
-        root_of[provider_id] = root_id
-        raw.setdefault(target[int(branch)], []).append((provider_id, root_id))
+        pairs = list(map(pair, run))
+        root_of.update(pairs)
+        raw.setdefault(target[int(branch)], []).extend(pairs)
     sharing = world.sharing
     for index, found in enumerate(groups):
         if found.split:
@@ -128,6 +134,10 @@ def _fan_out(rows, found: GroupCandidates, request: CandidateRequest,
              sharing: Sharing | None) -> dict[int, list[int]]:
     """anchor -> providers, sorted, with sharing providers offered to every tree they serve."""
     by_anchor: dict[int, list[int]] = {}
+    if sharing is None:
+        for provider_id, root_id in sorted(rows):
+            by_anchor.setdefault(root_id, []).append(provider_id)
+        return by_anchor
     for provider_id, root_id in sorted(rows):
         if sharing is None or provider_id not in sharing.root_of:
             by_anchor.setdefault(root_id, []).append(provider_id)
