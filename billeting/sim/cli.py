@@ -14,7 +14,9 @@ comparable). A bad scenario or flag is one line on stderr and exit 2.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 EXIT_USAGE = 2
@@ -81,13 +83,29 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return _usage(f"--out {out}: {exc.strerror}")
     if args.placement_url and not args.placement_url.startswith(("http://", "https://")):
         return _usage("--placement-url: expected http://HOST:PORT or https://...")
-    run = _simulate(scenario, args.placement_url, quiet=args.quiet)
+    with terminate_as_exit():
+        run = _simulate(scenario, args.placement_url, quiet=args.quiet)
     status = hand_off(run, out, html=not args.no_html)
     if args.baseline:
         status = max(status, compare_and_report(args.baseline, str(out / "result.json"),
                                                     latency=args.latency_tolerance,
                                                     wall_clock=not args.ignore_wall_clock))
     return status
+
+
+@contextmanager
+def terminate_as_exit():
+    """SIGTERM (``timeout``, a CI runner) unwinds like Ctrl-C instead of
+    killing the process outright, so the run's temporary databases (tens of
+    MB each, in /dev/shm) are removed by their ``finally``."""
+    def exit_now(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_now)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _simulate(scenario, placement_url: str | None, *, quiet: bool):

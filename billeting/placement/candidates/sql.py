@@ -296,9 +296,14 @@ def serving_window(plan: Plan, low, high, resources: dict[int, int]):
         return None
     # Usage summed per (provider, class) before stacking: one row each, so
     # the outer grouping takes max() of it (no sum over every inventory row).
+    # SQLite without statistics prefers the index on the class alone (every
+    # allocation of the class, growing with the fleet's fill) over the range
+    # of the window's providers on (provider, class, used); ``+ 0`` takes the
+    # class test out of index selection there.
+    alloc_rc = alloc.c.resource_class_id + 0 if plan.dialect == "sqlite" else alloc.c.resource_class_id
     parts.append(select(alloc.c.resource_provider_id, alloc.c.resource_class_id, cast(null(), Float),
                         cast(func.sum(alloc.c.used), BigInteger))
-                 .where(alloc.c.resource_class_id.in_(rcs), alloc.c.resource_provider_id > low,
+                 .where(alloc_rc.in_(rcs), alloc.c.resource_provider_id > low,
                         alloc.c.resource_provider_id <= high)
                  .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id))
     x = union_all(*parts).subquery("stacked")

@@ -1,0 +1,73 @@
+"""SQLite's query plans for single-provider candidates stay index-driven.
+
+SQLite keeps no statistics unless ANALYZE runs, so it picks indexes by rule.
+Two plans made the simulator's 5,000-host fleet slow down as it filled
+(BENCHMARKS.md, "Simulator at scale"): the bounded scan's usage read every
+allocation of each requested class through the index on the class alone,
+and an unbounded query summed every allocation per class before joining.
+These tests read the plan SQLite chose for the statements actually sent."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import event
+
+from tests.api.test_allocation_candidates_fleet import Fleet
+
+pytestmark = pytest.mark.usefixtures("summary_paths")
+
+CLASS_INDEX = "ix_allocations_resource_class_id"
+
+
+@pytest.fixture
+def sqlite_only(engine):
+    if engine.dialect.name != "sqlite":
+        pytest.skip("SQLite's planner only")
+
+
+def _plans(engine, work) -> list[tuple[str, list[str]]]:
+    """(statement, plan details) of every SELECT ``work`` sends."""
+    sent: list[tuple[str, object]] = []
+
+    def listener(_conn, _cursor, statement, parameters, _context, _many):
+        if statement.lstrip().upper().startswith(("SELECT", "WITH")):
+            sent.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", listener)
+    try:
+        work()
+    finally:
+        event.remove(engine, "before_cursor_execute", listener)
+    plans = []
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        for statement, parameters in sent:
+            plans.append((statement, [row[3] for row in raw.execute("EXPLAIN QUERY PLAN " + statement,
+                                                                    parameters)]))
+    return plans
+
+
+def _fleet(client, hosts: int) -> None:
+    fleet = Fleet(client)
+    for i in range(hosts):
+        fleet.provider(f"cn{i}", inventory={"VCPU": 64, "MEMORY_MB": 65536, "DISK_GB": 1000})
+    for i in range(hosts):
+        fleet.allocate({f"cn{i}": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10}})
+
+
+@pytest.mark.parametrize("limit", ["&limit=5", ""])
+def test_single_provider_queries_read_usage_by_provider(client, engine, sqlite_only, limit):
+    _fleet(client, 12)
+
+    def run():
+        resp = client.get(f"/allocation_candidates?resources=VCPU:1,MEMORY_MB:256,DISK_GB:5{limit}", mv="1.39")
+        assert resp.status == 200 and resp.json["allocation_requests"]
+
+    plans = _plans(engine, run)
+    candidate_plans = [details for statement, details in plans
+                       if "allocations" in statement and "inventories AS inv" in statement]
+    assert candidate_plans, plans
+    for details in candidate_plans:
+        # Usage comes from ranges or probes of (provider, class, used) ...
+        assert not any(CLASS_INDEX in d for d in details), details
+        # ... never from a pass over every allocation.
+        assert not any(d.startswith("SCAN alloc") for d in details), details
