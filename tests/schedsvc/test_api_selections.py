@@ -88,7 +88,11 @@ def test_a_claim_for_an_existing_consumer_is_a_409(api, two_hosts):
 
 def test_auth_and_policy(api_as, two_hosts):
     body = simple_request()
-    assert api_as(None).post("/selections", json=body).status == 401
+    anonymous = api_as(None).post("/selections", json=body)
+    # in this API's own error document, not the auth layer's
+    assert anonymous.status == 401 and anonymous.error["code"] == "billeting.undefined_code"
+    assert anonymous.error["detail"] == "The request you have made requires authentication."
+    assert anonymous.error["request_id"] == anonymous.headers["x-openstack-request-id"]
     denied = api_as("alice:p1").post("/selections", json=body)
     assert denied.status == 403 and "scheduler:selections:create" in denied.error["detail"]
     service = api_as("nova:service")
@@ -101,6 +105,7 @@ def test_unknown_paths_and_methods(api):
     assert api.get("/nope").status == 404
     resp = api.delete("/selections")
     assert resp.status == 405 and resp.headers["allow"] == "POST"
+    assert resp.error["detail"] == "The method DELETE is not allowed for this resource."
 
 
 def test_a_server_group_given_whole_is_used_as_is(api, two_hosts):

@@ -65,7 +65,7 @@ class ApiMiddleware:
         if resource is None or any(value == "" for value in params.values()):
             raise HTTPProblem(404, "The resource could not be found.")
         if req.method not in resource.METHODS:
-            raise HTTPProblem(405, "The method specified is not allowed for this resource.",
+            raise HTTPProblem(405, f"The method {req.method} is not allowed for this resource.",
                               headers={"Allow": ", ".join(resource.METHODS)})
 
 
@@ -121,7 +121,7 @@ def _falcon_error(req, resp, exc: falcon.HTTPError, params) -> None:
     if exc.status_code == 404:
         detail = "The resource could not be found."
     elif exc.status_code == 405:
-        detail = "The method specified is not allowed for this resource."
+        detail = f"The method {req.method} is not allowed for this resource."
     else:
         detail = exc.description or exc.title or "Error"
     _render(req, resp, exc.status_code, detail, errors.UNDEFINED, headers=dict(exc.headers or {}))
@@ -154,6 +154,41 @@ def make_falcon_app(deps: Deps) -> falcon.App:
     return app
 
 
+class _OwnUnauthorized:
+    """Re-render the auth layer's 401 in this API's error document.
+
+    noauth2 and keystonemiddleware answer a missing or bad token with their
+    own bodies (upstream Placement's, which ``billeting serve`` keeps for
+    compatibility); a client of this API parses one format only. Headers
+    such as ``WWW-Authenticate`` are kept."""
+
+    DETAIL = "The request you have made requires authentication."
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        caught: list = []
+
+        def _start(status, headers, exc_info=None):
+            if status.startswith("401"):
+                caught.append((status, headers))
+                return lambda data: None  # the body is replaced below
+            return start_response(status, headers, exc_info)
+
+        body = self.app(environ, _start)
+        if not caught:
+            return body
+        if hasattr(body, "close"):
+            body.close()
+        status, headers = caught[0]
+        document = error_document(401, self.DETAIL, environ.get(auth.REQUEST_ID_KEY), code=errors.UNDEFINED)
+        kept = [(k, v) for k, v in headers if k.lower() not in ("content-type", "content-length")]
+        start_response(status, kept + [("Content-Type", "application/json"),
+                                       ("Content-Length", str(len(document)))])
+        return [document]
+
+
 class _RootPathFix:
     def __init__(self, app) -> None:
         self.app = app
@@ -173,4 +208,4 @@ def make_app(service, *, auth_strategy: str = "noauth2", config_file: str | None
         wsgi = auth.keystone_middleware(wsgi, config_file)
     else:
         wsgi = auth.NoAuth2Middleware(wsgi)
-    return auth.RequestIdMiddleware(_RootPathFix(wsgi))
+    return auth.RequestIdMiddleware(_RootPathFix(_OwnUnauthorized(wsgi)))
