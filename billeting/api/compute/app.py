@@ -17,6 +17,9 @@ from billeting.api.compute import (
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
 
 _ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
+# Query parameters that may be given more than once; for every other one the
+# last value counts, as in Nova (a handler never sees a list it did not expect).
+_MULTI_VALUED = frozenset({"status", "sort_key", "sort_dir"})
 
 
 class _Identity:
@@ -44,6 +47,16 @@ class _Identity:
         roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()}
         is_admin = "admin" in roles or (req.get_header("X-Roles") is None and user == "admin")
         req.context.nova = RequestContext(user, project, is_admin, version, request_id)
+        # PostgreSQL cannot compare with a text holding NUL: no id or filter has one.
+        if "\x00" in req.path:
+            raise errors.NovaError(404, "The resource could not be found.")
+        params = req.params
+        for key, value in params.items():
+            if isinstance(value, list) and key not in _MULTI_VALUED:
+                params[key] = value = value[-1]
+            if "\x00" in key or any("\x00" in v for v in (value if isinstance(value, list) else [value])):
+                raise errors.bad_request(f"Invalid input for query parameters {key.replace(chr(0), '')}. "
+                                         "NUL characters are not allowed.")
 
     def process_response(self, req, resp, resource, req_succeeded) -> None:
         resp.set_header("Content-Type", "application/json") if resp.data or resp.media is not None else None

@@ -1,14 +1,47 @@
 """JSON schemas of request bodies (checked before any handler reads them)."""
 from __future__ import annotations
 
+import unicodedata
+
 import jsonschema
 import orjson
 
 from billeting.api.compute.errors import bad_request
 
-_NAME = {"type": "string", "minLength": 1, "maxLength": 255}
-_INT0 = {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 0}
-_INT1 = {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 1}
+# The API database's INT columns (flavor sizes, counts) hold 32 bits on every
+# server database; Nova caps these values at the same number.
+INT_MAX = 2**31 - 1
+
+_CHECKER = jsonschema.FormatChecker(jsonschema.Draft4Validator.FORMAT_CHECKER.checkers)
+
+# Characters a name may not hold anywhere: controls, format characters,
+# surrogates, private-use and unassigned code points, line/paragraph separators.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+@_CHECKER.checks("name")
+def _is_name(value: object) -> bool:
+    """Nova's rule for names: printable, no leading or trailing whitespace."""
+    if not isinstance(value, str) or not value:
+        return True  # type and length are the schema's other keywords' job
+    if value[0].isspace() or value[-1].isspace():
+        return False
+    return all(unicodedata.category(ch) not in _UNPRINTABLE for ch in value)
+
+
+@_CHECKER.checks("int32")
+def _is_int32(value: object) -> bool:
+    """Integers given as JSON numbers or as digit strings, at most ``INT_MAX``."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, str):
+        return not value.isdigit() or len(value) <= 10 and int(value) <= INT_MAX
+    return not isinstance(value, int) or value <= INT_MAX
+
+
+_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "format": "name"}
+_INT0 = {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 0, "format": "int32"}
+_INT1 = {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 1, "format": "int32"}
 
 FLAVOR_CREATE = {
     "type": "object",
@@ -18,7 +51,7 @@ FLAVOR_CREATE = {
             "name": _NAME, "ram": _INT1, "vcpus": _INT1, "disk": _INT0,
             "id": {"type": ["string", "integer", "null"], "minLength": 1, "maxLength": 255},
             "OS-FLV-EXT-DATA:ephemeral": _INT0,
-            "swap": {"type": ["integer", "string"], "pattern": r"^[0-9]*$", "minimum": 0},
+            "swap": {"type": ["integer", "string"], "pattern": r"^[0-9]*$", "minimum": 0, "format": "int32"},
             "rxtx_factor": {"type": ["number", "string"], "minimum": 0},
             "os-flavor-access:is_public": {"type": ["boolean", "string"]},
             "description": {"type": ["string", "null"], "maxLength": 65535},
@@ -65,7 +98,9 @@ SERVER_CREATE = {
                 "networks": _NETWORKS,
                 "min_count": _INT1, "max_count": _INT1,
                 "availability_zone": {"type": "string", "minLength": 1, "maxLength": 255},
-                "metadata": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
+                "metadata": {"type": "object",  # Nova's key rule
+                             "patternProperties": {r"^[a-zA-Z0-9\-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
+                             "additionalProperties": False},
                 "description": {"type": ["string", "null"], "maxLength": 255},
                 "key_name": {"type": ["string", "null"]},
                 "security_groups": {"type": "array"},
@@ -74,7 +109,8 @@ SERVER_CREATE = {
                 "adminPass": {"type": "string"},
                 "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
                 "block_device_mapping_v2": {"type": "array"},
-                "tags": {"type": "array", "items": {"type": "string"}},
+                "tags": {"type": "array", "maxItems": 50,
+                         "items": {"type": "string", "minLength": 1, "maxLength": 60, "pattern": "^[^,/]*$"}},
                 "return_reservation_id": {"type": ["boolean", "string"]},
             },
             "required": ["name", "flavorRef"],
@@ -106,7 +142,7 @@ SERVER_GROUP_CREATE = {
             "policies": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
                 "type": "string", "enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]}},
             "rules": {"type": "object", "properties": {
-                "max_server_per_host": {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 1}},
+                "max_server_per_host": _INT1},
                 "additionalProperties": False},
         },
         "required": ["name"],
@@ -138,18 +174,41 @@ SERVICE_LEGACY = {
     "additionalProperties": False,
 }
 
-_CHECKER = jsonschema.Draft4Validator.FORMAT_CHECKER
-
-
 def body(req) -> object:
-    """The parsed JSON body, or a 400."""
+    """The parsed JSON body, or a 400 (also for a NUL character in any key or
+    string: PostgreSQL cannot store one, so no backend accepts one)."""
     raw = req.bounded_stream.read()
     if not raw:
         raise bad_request("The request body is empty: a JSON object is required.")
     try:
-        return orjson.loads(raw)
+        document = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise bad_request("Malformed request body: the body is not valid JSON.") from None
+    if b"\\u0000" in raw or b"\x00" in raw:  # cheap test first; the walk says where
+        where = _nul_at(document, "")
+        if where is not None:
+            raise bad_request(f"Invalid input for field/attribute {where or 'body'}. "
+                              "NUL characters (\\u0000) are not allowed.")
+    return document
+
+
+def _nul_at(value: object, path: str) -> str | None:
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            inner = f"{path}/{key}" if path else key
+            if "\x00" in key:
+                return inner
+            found = _nul_at(item, inner)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_at(item, f"{path}/{index}" if path else str(index))
+            if found is not None:
+                return found
+    return None
 
 
 def check(document: object, schema: dict) -> None:

@@ -1,6 +1,8 @@
 """``/servers``: create (202, handed to the super conductor), show, list across cells, delete."""
 from __future__ import annotations
 
+import datetime
+import operator
 import re
 import uuid as uuidlib
 
@@ -67,6 +69,16 @@ def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: s
 
 def base_url(req: falcon.Request) -> str:
     return req.prefix  # scheme://host[:port][script_name]
+
+
+def _timestamp(key: str, text: str) -> datetime.datetime:
+    """An ISO 8601 time as an aware UTC datetime (naive ones are UTC), or a 400."""
+    try:
+        value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise bad_request(f"Invalid input for query parameters {key}. Value: {text}. "
+                          f"'{text}' is not a 'date-time'") from None
+    return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
 
 
 class Servers:
@@ -200,6 +212,10 @@ class Servers:
 
     @staticmethod
     def _filter(ctx: RequestContext, bodies: list, params) -> list:
+        for key, keep in (("changes-since", operator.ge), ("changes-before", operator.le)):
+            if params.get(key):
+                when = _timestamp(key, params[key])
+                bodies = [(f, b) for f, b in bodies if b["updated"] and keep(_timestamp("updated", b["updated"]), when)]
         name = params.get("name")
         if name:
             try:

@@ -1,0 +1,120 @@
+"""What a careless or hostile client sends the compute API: every answer is
+a 4xx in Nova's format, never a 500, identically on every backend (a NUL
+in a string is refused by PostgreSQL, an integer beyond 32 bits by every
+server database's INT column)."""
+from __future__ import annotations
+
+import pytest
+
+NUL = "a\u0000b"
+BIG = 2**31
+
+
+@pytest.fixture
+def plane(plane_factory):
+    p = plane_factory()
+    p.flavor()
+    return p
+
+
+def _server(**extra):
+    return {"server": {"name": "vm", "flavorRef": "1", "imageRef": "cirros", "networks": "none", **extra}}
+
+
+@pytest.mark.parametrize("body", [
+    _server(name=NUL),
+    _server(name=" leading"),
+    _server(name="trailing "),
+    _server(name="tab\there"),
+    _server(description=NUL),
+    _server(metadata={"k": NUL}),
+    _server(metadata={NUL: "v"}),
+    _server(metadata={"k" * 256: "v"}),
+    _server(availability_zone=NUL),
+    _server(key_name=NUL),
+    _server(tags=[NUL]),
+    _server(min_count=BIG),
+    {**_server(), "os:scheduler_hints": {"same_host": [NUL]}},
+], ids=lambda b: repr(b)[:60])
+def test_server_create_refuses_what_no_database_can_store(plane, body):
+    resp = plane.call("POST", "/v2.1/servers", body)
+    assert resp.status_code == 400, resp.text
+    assert resp.json["badRequest"]["code"] == 400
+
+
+@pytest.mark.parametrize("flavor", [
+    {"name": NUL, "ram": 512, "vcpus": 1, "disk": 1},
+    {"name": "f", "ram": BIG, "vcpus": 1, "disk": 1},
+    {"name": "f", "ram": 512, "vcpus": BIG, "disk": 1},
+    {"name": "f", "ram": 512, "vcpus": 1, "disk": BIG},
+    {"name": "f", "ram": 512, "vcpus": 1, "disk": 1, "swap": BIG},
+    {"name": "f", "ram": 512, "vcpus": 1, "disk": 1, "OS-FLV-EXT-DATA:ephemeral": BIG},
+    {"name": "f", "ram": str(BIG), "vcpus": 1, "disk": 1},
+    {"name": "f", "ram": 512, "vcpus": 1, "disk": 1, "id": NUL},
+    {"name": "f", "ram": 512, "vcpus": 1, "disk": 1, "description": NUL},
+], ids=lambda f: repr(f)[:60])
+def test_flavor_create_refuses_what_no_database_can_store(plane, flavor):
+    resp = plane.call("POST", "/v2.1/flavors", {"flavor": flavor})
+    assert resp.status_code == 400, resp.text
+    assert resp.json["badRequest"]["code"] == 400
+
+
+def test_the_largest_32_bit_sizes_are_accepted(plane):
+    most = 2**31 - 1
+    resp = plane.call("POST", "/v2.1/flavors", {"flavor": {"name": "max", "ram": most, "vcpus": 1, "disk": most}})
+    assert resp.status_code == 200, resp.text
+    assert resp.json["flavor"]["ram"] == most
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v2.1/flavors/1/os-extra_specs", {"extra_specs": {"hw:cpu_policy": NUL}}),
+    ("/v2.1/os-server-groups", {"server_group": {"name": NUL, "policy": "affinity"}}),
+])
+def test_other_bodies_refuse_nul(plane, path, body):
+    resp = plane.call("POST", path, body)
+    assert resp.status_code == 400, resp.text
+
+
+@pytest.mark.parametrize("query", [
+    "name=a&name=b",
+    "name=%00",
+    "changes-since=not-a-date",
+    "marker=%00",
+    "status=%00",
+    "limit=99999999999999999999",
+], ids=str)
+def test_server_list_queries_are_4xx_at_worst(plane, query):
+    plane.boot()
+    resp = plane.call("GET", f"/v2.1/servers/detail?{query}")
+    assert resp.status_code in (200, 400), resp.text
+    if query.startswith("changes-since"):
+        assert resp.status_code == 400
+
+
+def test_a_nul_in_a_path_is_a_404(plane):
+    for path in ("/v2.1/servers/%00", "/v2.1/flavors/%00", "/v2.1/os-server-groups/%00",
+                 "/v2.1/os-hypervisors/%00", "/v2.1/servers/%00/os-instance-actions"):
+        resp = plane.call("GET", path)
+        assert resp.status_code in (400, 404), (path, resp.text)
+
+
+@pytest.mark.parametrize("query", ["all_tenants=0&project_id=%00", "host=%00", "%00=1"], ids=str)
+def test_a_nul_in_a_query_is_a_400(plane, query):
+    resp = plane.call("GET", f"/v2.1/servers/detail?{query}")
+    assert resp.status_code == 400, resp.text
+    assert "NUL characters are not allowed" in resp.json["badRequest"]["message"]
+
+
+def test_a_repeated_query_parameter_counts_once(plane):
+    plane.boot(name="alpha")
+    plane.boot(name="beta")
+    resp = plane.call("GET", "/v2.1/servers/detail?name=zzz&name=alpha&limit=9&limit=1")
+    assert resp.status_code == 200, resp.text
+    assert [s["name"] for s in resp.json["servers"]] == ["alpha"]
+
+
+def test_changes_since_keeps_what_changed_after_it(plane):
+    plane.boot()
+    assert len(plane.call("GET", "/v2.1/servers/detail?changes-since=2000-01-01T00:00:00Z").json["servers"]) == 1
+    assert plane.call("GET", "/v2.1/servers/detail?changes-since=2999-01-01T00:00:00Z").json["servers"] == []
+    assert len(plane.call("GET", "/v2.1/servers?changes-before=2999-01-01T00:00:00").json["servers"]) == 1
