@@ -59,6 +59,11 @@ class ApiMiddleware:
         req.context.auth = context_from_environ(env, env.get(auth.REQUEST_ID_KEY) or auth.new_request_id())
         if req.context.auth.user_id is None and not auth.is_root(env):
             raise HTTPProblem(401, "The request you have made requires authentication.")
+        # PostgreSQL cannot compare with a text holding NUL: no name or id has one.
+        if "\x00" in req.path:
+            raise HTTPProblem(404, "The resource could not be found.")
+        if "\x00" in req.query_string or "%00" in req.query_string:
+            raise HTTPProblem(400, "Invalid query string parameters: NUL characters are not allowed.")
         check_body_headers(env)
 
     def process_resource(self, req, resp, resource, params) -> None:

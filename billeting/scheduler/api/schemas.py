@@ -11,6 +11,8 @@ SUFFIX = {"type": "string", "pattern": "^([a-zA-Z0-9_-]{1,64})?$"}
 DOMAIN_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$"}
 LEVEL = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"}
 MAX_INSTANCES = 1000
+# Counts the API database stores in INT columns: 32 bits on every server database.
+INT32_MAX = 2**31 - 1
 MAX_ALTERNATES = 100
 
 
@@ -42,7 +44,7 @@ SERVER_GROUP_OBJECT = {
     "properties": {
         "uuid": UUID,
         "policy": {"enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]},
-        "max_server_per_host": {"type": "integer", "minimum": 1},
+        "max_server_per_host": {"type": "integer", "minimum": 1, "maximum": INT32_MAX},
         "scope": LEVEL,
         "members": _array(UUID),
     },
@@ -139,7 +141,7 @@ SERVER_GROUP = {
     "properties": {
         "name": NAME,
         "policy": {"enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]},
-        "rules": {"type": "object", "properties": {"max_server_per_host": {"type": "integer", "minimum": 1}},
+        "rules": {"type": "object", "properties": {"max_server_per_host": {"type": "integer", "minimum": 1, "maximum": INT32_MAX}},
                   "additionalProperties": False},
         "scope": LEVEL,
         "project_id": NAME,
@@ -182,9 +184,9 @@ HOST_REPORT = {
         "enabled": {"type": "boolean"},
         "up": {"type": "boolean"},
         "heartbeat": {"type": "boolean"},
-        "failed_builds": {"type": "integer", "minimum": 0},
-        "num_instances": {"type": "integer", "minimum": 0},
-        "num_io_ops": {"type": "integer", "minimum": 0},
+        "failed_builds": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
+        "num_instances": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
+        "num_io_ops": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
     },
     "additionalProperties": False,
 }

@@ -1,0 +1,76 @@
+"""What a careless or hostile client sends the scheduler API: a 4xx in the
+API's error document, never a 500, on every backend (PostgreSQL refuses a
+NUL in text; server databases' INT columns hold 32 bits)."""
+from __future__ import annotations
+
+import pytest
+
+from tests.schedsvc.conftest import new_uuid, simple_request
+
+NUL = "a\u0000b"
+
+
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/server_groups/%00"),
+    ("DELETE", "/server_groups/%00"),
+    ("GET", "/topology/rack/%00"),
+    ("DELETE", "/topology/rack/%00"),
+    ("GET", "/topology/%00"),
+    ("GET", "/hosts/%00"),
+    ("DELETE", "/hosts/%00"),
+    ("GET", "/availability_zones/%00"),
+    ("GET", "/aggregates/%00"),
+], ids=lambda v: str(v))
+def test_a_nul_in_a_path_is_a_4xx(api, method, path):
+    resp = api.request(method, path)
+    assert 400 <= resp.status < 500, resp
+    assert resp.error["code"].startswith("billeting.")
+
+
+@pytest.mark.parametrize("query", ["project_id=%00", "%00=1", "all_projects=%00"], ids=str)
+def test_a_nul_in_a_query_is_a_400(api, query):
+    resp = api.get(f"/server_groups?{query}")
+    assert resp.status == 400, resp
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/server_groups", {"name": "g", "policy": "anti-affinity", "rules": {"max_server_per_host": 2**31}}),
+    ("/server_groups", {"name": "g" * 10000, "policy": "affinity"}),
+    ("/server_groups", {"name": "g", "policy": "affinity", "members": [NUL]}),
+    ("/selections", simple_request(alternates=2**40)),
+    ("/selections", {**simple_request(), "instance_uuids": ["not-a-uuid"]}),
+    ("/selections", {**simple_request(), "hints": {NUL: NUL}}),
+    ("/selections", {**simple_request(), "availability_zone": NUL}),
+    ("/selections", {**simple_request(), "server_group": NUL}),
+    ("/selections", {**simple_request(), "ignore_hosts": [NUL]}),
+], ids=lambda v: str(v)[:50] if isinstance(v, str) else None)
+def test_bad_bodies_are_400(api, fleet, path, body):
+    fleet.add("h1", vcpu=4)
+    resp = api.post(path, json=body)
+    assert resp.status == 400, resp
+
+
+@pytest.mark.parametrize("body", [simple_request(vcpu=2**63), simple_request(memory_mb=2**31)], ids=["2**63", "2**31"])
+def test_an_amount_no_host_has_is_no_valid_host(api, fleet, body):
+    fleet.add("h1", vcpu=4)
+    resp = api.post("/selections", json=body)
+    assert resp.status == 409 and resp.error["code"] == "billeting.no_valid_host", resp
+
+
+@pytest.mark.parametrize("field", ["failed_builds", "num_instances", "num_io_ops"])
+def test_host_report_counts_beyond_32_bits_are_400(api, field):
+    assert api.put("/hosts/h1", json={field: 2**31}).status == 400
+    assert api.put("/hosts/h1", json={field: 2**31 - 1}).status in (200, 201)
+
+
+def test_a_repeated_query_parameter_is_not_a_500(api):
+    resp = api.get("/server_groups?project_id=a&project_id=b")
+    assert resp.status in (200, 400), resp
+
+
+def test_a_deleted_group_then_a_request_naming_it_is_a_404_not_500(api, fleet):
+    fleet.add("h1", vcpu=4)
+    group = api.post("/server_groups", json={"name": "g", "policy": "anti-affinity"}).json["uuid"]
+    assert api.delete(f"/server_groups/{group}").status == 204
+    resp = api.post("/selections", json=simple_request(new_uuid(), server_group=group))
+    assert resp.status in (400, 404), resp
