@@ -118,3 +118,11 @@ def test_changes_since_keeps_what_changed_after_it(plane):
     assert len(plane.call("GET", "/v2.1/servers/detail?changes-since=2000-01-01T00:00:00Z").json["servers"]) == 1
     assert plane.call("GET", "/v2.1/servers/detail?changes-since=2999-01-01T00:00:00Z").json["servers"] == []
     assert len(plane.call("GET", "/v2.1/servers?changes-before=2999-01-01T00:00:00").json["servers"]) == 1
+
+
+def test_an_unknown_availability_zone_is_refused_at_the_api(plane):
+    resp = plane.call("POST", "/v2.1/servers", _server(availability_zone="atlantis"))
+    assert resp.status_code == 400, resp.text
+    assert resp.json["badRequest"]["message"] == "The requested availability zone is not available"
+    # the default zone, which every host outside a named zone is in, is always known
+    assert plane.call("POST", "/v2.1/servers", _server(availability_zone="nova")).status_code == 202

@@ -21,6 +21,8 @@ from billeting.cells import instances as inst
 from billeting.conductor.move_protocols import StoredRequestSpec
 from billeting.conductor.super_conductor import BuildPlan
 from billeting.placement.store.tx import run_read, run_write
+from billeting.scheduler.catalog import DEFAULT_ZONE
+from billeting.scheduler.service import zones as zone_service
 
 _SORT_KEY = lambda f: (f.record.created_at if f.record else f.build_request.created_at,  # noqa: E731
                        f.mapping.instance_uuid)
@@ -69,6 +71,14 @@ def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: s
 
 def base_url(req: falcon.Request) -> str:
     return req.prefix  # scheme://host[:port][script_name]
+
+
+def _check_zone(deps: ComputeAPIDeps, name: str) -> None:
+    """Nova refuses a zone no host is in at the API, not after scheduling."""
+    known = {zone.name for zone in zone_service.list_zones(deps.scheduler)}
+    known |= {DEFAULT_ZONE, deps.scheduler.settings.default_availability_zone}
+    if name not in known:
+        raise bad_request("The requested availability zone is not available")
 
 
 def _timestamp(key: str, text: str) -> datetime.datetime:
@@ -124,6 +134,8 @@ class Servers:
         name = server["name"]
         names = tuple(f"{name}-{i + 1}" if max_count > 1 else name for i in range(max_count))
         az = server.get("availability_zone")
+        if az is not None:
+            _check_zone(self.deps, az)
         plan = BuildPlan(request_id=ctx.request_id, instance_uuids=uuids, names=names, project_id=ctx.project_id,
                          user_id=ctx.user_id, flavor=flavor.scheduler_flavor(), image=image, availability_zone=az,
                          server_group=group, same_host=_as_list(hints.get("same_host")),
