@@ -117,6 +117,8 @@ class Pipeline:
         only where they can have changed (see ``Weigher.depends``); the
         arithmetic over all hosts is done on arrays."""
         count = len(hosts)
+        if count == 0:  # nothing passed the filters (a reduction over no hosts has no value)
+            return RankedList(hosts, [], [], [] if scores else None)
         if count <= 1 and not scores:
             return RankedList(hosts, [0.0] * count, list(range(count)))
         total = np.zeros(count)

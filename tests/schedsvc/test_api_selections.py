@@ -47,6 +47,12 @@ def test_dry_run_ranks_with_scores_and_claims_nothing(api, two_hosts, placement)
     assert placement.get_allocations(inst).allocations == {}
 
 
+def test_a_dry_run_every_host_is_filtered_from_is_no_valid_host(api, two_hosts):
+    # Placement offers both hosts; the filters remove both (found by the fuzz test: a 500)
+    resp = api.post("/selections", json=simple_request(dry_run=True, ignore_hosts=["h1", "h2"]))
+    assert resp.status == 409 and resp.error["code"] == "billeting.no_valid_host", resp
+
+
 def test_nova_form_is_translated(api, two_hosts, placement):
     inst = new_uuid()
     resp = api.post("/selections", json={
