@@ -22,7 +22,7 @@ from billeting.placement.api.context import context_from_environ
 from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
 from billeting.placement.store.tx import RetriesExhausted
 from billeting.placement_client.client import PlacementError
-from billeting.scheduler.api import aggregates, hosts, root, selections, server_groups, topology, zones
+from billeting.scheduler.api import aggregates, hosts, openapi, root, selections, server_groups, topology, zones
 from billeting.scheduler.api.base import Deps
 from billeting.scheduler.api.policy import authorizer
 from billeting.scheduler.core import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
@@ -194,6 +194,29 @@ class _OwnUnauthorized:
         return [document]
 
 
+class _OpenAPIDocument:
+    """``GET /openapi.json``: the API's description, with no token (like ``GET /``)."""
+
+    PATH = "/openapi.json"
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") != self.PATH:
+            return self.app(environ, start_response)
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD"):
+            document = error_document(405, f"The method {method} is not allowed for this resource.",
+                                      environ.get(auth.REQUEST_ID_KEY), code=errors.UNDEFINED)
+            start_response("405 Method Not Allowed", [("Content-Type", "application/json"), ("Allow", "GET"),
+                                                      ("Content-Length", str(len(document)))])
+            return [document]
+        document = openapi.document_bytes()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(document)))])
+        return [] if method == "HEAD" else [document]
+
+
 class _RootPathFix:
     def __init__(self, app) -> None:
         self.app = app
@@ -213,4 +236,4 @@ def make_app(service, *, auth_strategy: str = "noauth2", config_file: str | None
         wsgi = auth.keystone_middleware(wsgi, config_file)
     else:
         wsgi = auth.NoAuth2Middleware(wsgi)
-    return auth.RequestIdMiddleware(_RootPathFix(_OwnUnauthorized(wsgi)))
+    return auth.RequestIdMiddleware(_RootPathFix(_OpenAPIDocument(_OwnUnauthorized(wsgi))))

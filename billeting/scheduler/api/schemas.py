@@ -141,7 +141,8 @@ SERVER_GROUP = {
     "properties": {
         "name": NAME,
         "policy": {"enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]},
-        "rules": {"type": "object", "properties": {"max_server_per_host": {"type": "integer", "minimum": 1, "maximum": INT32_MAX}},
+        "rules": {"type": "object",
+                  "properties": {"max_server_per_host": {"type": "integer", "minimum": 1, "maximum": INT32_MAX}},
                   "additionalProperties": False},
         "scope": LEVEL,
         "project_id": NAME,
