@@ -126,3 +126,22 @@ def test_an_unknown_availability_zone_is_refused_at_the_api(plane):
     assert resp.json["badRequest"]["message"] == "The requested availability zone is not available"
     # the default zone, which every host outside a named zone is in, is always known
     assert plane.call("POST", "/v2.1/servers", _server(availability_zone="nova")).status_code == 202
+
+
+@pytest.mark.parametrize("counts", [{"min_count": "0"}, {"min_count": "00", "max_count": "0"}, {"max_count": 0}],
+                         ids=str)
+def test_counts_of_zero_given_as_strings_are_400(plane, counts):
+    # (found by the fuzz test: "0" matched the digits pattern, and "minimum" does not apply to strings)
+    resp = plane.call("POST", "/v2.1/servers", _server(**counts))
+    assert resp.status_code == 400, resp.text
+
+
+def test_counts_with_leading_zeros_are_numbers(plane):
+    assert plane.call("POST", "/v2.1/servers", _server(min_count="01", max_count="0002")).status_code == 202
+
+
+def test_free_form_hints_of_any_json_type_are_kept(plane):
+    # (found by the fuzz test: a hint whose value was not a string or a list was a 500)
+    body = {**_server(), "OS-SCH-HNT:scheduler_hints": {"flag": True, "n": 3, "deep": {"a": [1]}, "l": [1, "x"]}}
+    resp = plane.call("POST", "/v2.1/servers", body)
+    assert resp.status_code == 202, resp.text

@@ -35,13 +35,15 @@ def _is_int32(value: object) -> bool:
     if isinstance(value, bool):
         return True
     if isinstance(value, str):
-        return not value.isdigit() or len(value) <= 10 and int(value) <= INT_MAX
+        digits = value.lstrip("0")
+        return not value.isdigit() or len(digits) <= 10 and int(digits or "0") <= INT_MAX
     return not isinstance(value, int) or value <= INT_MAX
 
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255, "format": "name"}
 _INT0 = {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 0, "format": "int32"}
-_INT1 = {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 1, "format": "int32"}
+# "minimum" applies to numbers only: a string must show a non-zero digit itself.
+_INT1 = {"type": ["integer", "string"], "pattern": r"^0*[1-9][0-9]*$", "minimum": 1, "format": "int32"}
 
 FLAVOR_CREATE = {
     "type": "object",
@@ -86,6 +88,17 @@ _NETWORKS = {"oneOf": [
     {"type": "array", "maxItems": 0},
 ]}
 
+# Nova's hints: the known ones checked, any other kept as given.
+_HINTS = {
+    "type": "object",
+    "properties": {
+        "group": {"type": "string", "format": "uuid", "maxLength": 36},
+        "same_host": {"type": ["string", "array"], "items": {"type": "string"}},
+        "different_host": {"type": ["string", "array"], "items": {"type": "string"}},
+    },
+    "additionalProperties": True,
+}
+
 SERVER_CREATE = {
     "type": "object",
     "properties": {
@@ -116,16 +129,8 @@ SERVER_CREATE = {
             "required": ["name", "flavorRef"],
             "additionalProperties": False,
         },
-        "os:scheduler_hints": {
-            "type": "object",
-            "properties": {
-                "group": {"type": "string", "format": "uuid", "maxLength": 36},
-                "same_host": {"type": ["string", "array"], "items": {"type": "string"}},
-                "different_host": {"type": ["string", "array"], "items": {"type": "string"}},
-            },
-            "additionalProperties": True,
-        },
-        "OS-SCH-HNT:scheduler_hints": {"type": "object"},
+        "os:scheduler_hints": _HINTS,
+        "OS-SCH-HNT:scheduler_hints": _HINTS,
     },
     "required": ["server"],
     "additionalProperties": False,

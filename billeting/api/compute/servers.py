@@ -7,6 +7,7 @@ import re
 import uuid as uuidlib
 
 import falcon
+import orjson
 from sqlalchemy import Connection
 
 from billeting.api.compute import schemas, views
@@ -40,9 +41,12 @@ def _hints(doc: dict) -> dict:
 
 
 def _as_list(value) -> tuple[str, ...]:
+    """A hint's value as strings: hints are free-form (any JSON), kept as lists."""
     if value is None:
         return ()
-    return (value,) if isinstance(value, str) else tuple(str(v) for v in value)
+    if isinstance(value, list):
+        return tuple(v if isinstance(v, str) else orjson.dumps(v).decode() for v in value)
+    return (value if isinstance(value, str) else orjson.dumps(value).decode(),)
 
 
 def flavor_ids(deps: ComputeAPIDeps, ctx: RequestContext) -> dict[str, str]:
