@@ -23,6 +23,7 @@ import msgspec
 
 from billeting.cli import (
     CliError,
+    UsageError,
     DatabaseTarget,
     EXIT_FAILURE,
     _first_line,
@@ -133,8 +134,8 @@ def load_config(args: argparse.Namespace) -> ServiceConfig:
     flags = {name: getattr(args, name) for name in _FLAGS if getattr(args, name, None) is not None}
     try:
         return config_mod.load(flags)
-    except SettingsError as exc:
-        raise CliError(str(exc)) from None
+    except SettingsError as exc:  # a flag or config value the service cannot use: a usage error, as in serve
+        raise UsageError(str(exc)) from None
 
 
 # --- the API database ---------------------------------------------------------
@@ -150,8 +151,8 @@ def database(config: ServiceConfig) -> DatabaseTarget:
         url = normalize_url(raw)
     except (ArgumentError, ValueError) as exc:
         if isinstance(exc, UnsupportedDatabase):
-            raise CliError(str(exc)) from None
-        raise CliError(f"invalid database URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
+            raise UsageError(str(exc)) from None
+        raise UsageError(f"invalid database URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
                        "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
     return DatabaseTarget(url=url, shown=_hide_password(url), embedded=not config.db)
 
@@ -227,8 +228,8 @@ def _check_bus(url: str) -> None:
 
     try:
         bus = Bus(url)
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
+    except ValueError as exc:  # a URL no bus has: a bad setting value
+        raise UsageError(str(exc)) from None
     try:
         with bus.connect() as conn:
             conn.ensure_connection(max_retries=1, timeout=5)

@@ -72,8 +72,6 @@ class AllInOne:
         from billeting.scheduler.api.app import make_app as scheduler_app
 
         a = self.args
-        if a.cells < 1 or a.computes < 0:
-            raise ValueError("--cells must be at least 1 and --computes at least 0")
         state = Path(a.state_dir) if a.state_dir else Path(platformdirs.user_state_dir("billeting")) / "up"
         if state.exists():
             shutil.rmtree(state)
@@ -169,9 +167,23 @@ class AllInOne:
                 LOG.exception("while stopping")
 
 
+def usage_problem(a: argparse.Namespace) -> str | None:
+    """What is wrong with the flags, checked before anything starts (a usage error, exit 2)."""
+    checks = [(a.cells >= 1, "--cells must be at least 1"), (a.computes >= 0, "--computes must be at least 0"),
+              (a.build_attempts >= 1, "--build-attempts must be at least 1"),
+              (a.vcpus >= 1, "--vcpus must be at least 1"), (a.memory_mb >= 1, "--memory-mb must be at least 1"),
+              (a.disk_gb >= 0, "--disk-gb must be at least 0"), (a.build_time >= 0, "--build-time must be at least 0"),
+              (0 <= a.failure_rate <= 1, "--failure-rate must be between 0 and 1"),
+              (1 <= a.port_base <= 65535 - 5, "--port-base must be between 1 and 65530 (it uses N to N+5)")]
+    return next((text for ok, text in checks if not ok), None)
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from billeting import cli
 
+    problem = usage_problem(args)
+    if problem is not None:
+        raise cli.UsageError(f"billeting up: {problem}")
     cli.configure_logging(args.log_level)
     everything = AllInOne(args)
     done = threading.Event()

@@ -173,3 +173,20 @@ def test_up_survives_stalled_and_malformed_clients(up):
             s.close()
     proc.send_signal(signal.SIGINT)
     assert proc.wait(30) == 0
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--cells", "0"], "--cells must be at least 1"),
+    (["--computes", "-1"], "--computes must be at least 0"),
+    (["--failure-rate", "1.5"], "--failure-rate must be between 0 and 1"),
+    (["--build-time", "-1"], "--build-time must be at least 0"),
+    (["--port-base", "65533"], "--port-base must be between 1 and 65530"),
+])
+def test_up_refuses_bad_flags_as_usage_errors_before_starting(tmp_path, capsys, flags, message):
+    from billeting.cli import main
+
+    state = tmp_path / "state"
+    assert main(["up", "--state-dir", str(state), *flags]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+    assert not state.exists()  # nothing was made

@@ -88,11 +88,13 @@ def test_serve_refuses_bad_set_ups_in_one_line(tmp_path, capsys):
     assert "cannot read policy file" in capsys.readouterr().err
     assert main(["scheduler", "serve", "--db", db, *port, "--placement-db", f"sqlite:///{tmp_path / 'p.sqlite'}"]) == 1
     assert "run 'billeting db upgrade --db" in capsys.readouterr().err
-    assert main(["scheduler", "serve", "--db", db, *port, "--transport-url", "http://nope"]) == 1
+    # bad setting values are usage errors (2), as for `billeting serve`
+    assert main(["scheduler", "serve", "--db", db, *port, "--transport-url", "http://nope"]) == 2
     assert "unsupported bus URL" in capsys.readouterr().err
-    assert main(["scheduler", "serve", "--db", "oracle://x/y"]) == 1
+    assert main(["scheduler", "serve", "--db", "oracle://x/y"]) == 2
     assert "unsupported database driver" in capsys.readouterr().err
-    assert main(["scheduler", "serve", "--db", f"sqlite:///{tmp_path / 'x.sqlite'}", "--workers", "0"]) == 1
+    assert main(["scheduler", "serve", "--db", f"sqlite:///{tmp_path / 'x.sqlite'}", "--workers", "0"]) == 2
+    assert main(["scheduler", "serve", "--db", f"sqlite:///{tmp_path / 'x.sqlite'}", "--port", "99999"]) == 2
     assert "workers must be at least 1" in capsys.readouterr().err
 
 
