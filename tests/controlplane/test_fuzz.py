@@ -15,11 +15,11 @@ import os
 import orjson
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 
 from billeting.api.compute import schemas
+from tests.schema_fuzz import fuzz_every_operation
 
 EXAMPLES = 15 * int(os.environ.get("BILLETING_FUZZ_SCALE", "1"))
 
@@ -133,26 +133,10 @@ def test_no_input_makes_the_compute_api_fail(plane_factory):
               "service_id": [s["id"] for s in services][:2] + ["nope"]}
     schema = schemathesis.openapi.from_dict(DOCUMENT)
     schema.app = plane.client.app
-    failures: dict[str, str] = {}
-    for operation in (r.ok() for r in schema.get_all_operations()):
-        names = [p.name for p in operation.path_parameters]
-        strategy = operation.as_strategy()
-        if names:
-            strategy = st.fixed_dictionaries({n: st.sampled_from(values[n]) for n in names}).flatmap(
-                lambda params: operation.as_strategy(path_parameters=params))
 
-        @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-                  phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
-        @given(case=strategy, version=VERSIONS)
-        def run(case, version):
-            case.headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": f"compute {version}"}
-            response = case.call()
-            try:
-                case.validate_response(response, checks=[not_a_server_error])
-                _nova_error(response)
-            except AssertionError as exc:
-                failures.setdefault(operation.label, f"{case.method} {case.formatted_path} {case.query!r:.200} "
-                                                     f"{case.body!r:.300}: {exc}"[:2000])
+    def prepare(case, version):
+        case.headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": f"compute {version}"}
 
-        run()
+    failures = fuzz_every_operation(schema, path_values=values, examples=EXAMPLES, variant=VERSIONS,
+                                    prepare=prepare, checks=[not_a_server_error], check=_nova_error)
     assert not failures, "\n".join(f"{label}: {text}" for label, text in failures.items())
