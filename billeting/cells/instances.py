@@ -252,6 +252,28 @@ def latest_fault(engine: Engine, uuid: str) -> Fault | None:
     return found[-1] if found else None
 
 
+_FAULT_BATCH = 500  # ids per IN list: far below every backend's bound on bound parameters
+
+
+def latest_faults(engine: Engine, uuids: Sequence[str]) -> dict[str, Fault]:
+    """The newest fault of each of ``uuids`` that has one, in one read (a
+    listing of a thousand servers in ERROR is not a thousand transactions)."""
+    wanted = list(dict.fromkeys(uuids))
+
+    def read(conn: Connection) -> dict[str, Fault]:
+        newest: dict[str, Fault] = {}
+        for start in range(0, len(wanted), _FAULT_BATCH):
+            rows = conn.execute(select(t.instance_faults)
+                                .where(t.instance_faults.c.instance_uuid.in_(wanted[start:start + _FAULT_BATCH]))
+                                .order_by(t.instance_faults.c.id)).all()
+            for r in rows:  # id order: the last one seen is the newest
+                newest[r.instance_uuid] = Fault(code=r.code, message=r.message, details=r.details, host=r.host,
+                                                created_at=r.created_at)
+        return newest
+
+    return run_read(engine, read) if wanted else {}
+
+
 # --- transitions (compare-and-set) ---------------------------------------------------
 
 def _cas(conn: Connection, uuid: str, expect: dict, values: dict) -> bool:

@@ -39,6 +39,21 @@ def test_no_valid_host_buries_the_instance_in_cell0_with_the_explanation(plane_f
     wait_for(lambda: p.call("GET", f"/v2.1/servers/{uuid}").status_code == 404, what="deleted from cell0")
 
 
+def test_a_listing_shows_each_servers_newest_fault_in_one_read_per_cell(plane_factory, monkeypatch):
+    p = plane_factory()
+    p.flavor(fid="big", name="big", ram=10_000_000)
+    first, second = p.boot(name="a", flavor="big"), p.boot(name="b", flavor="big")
+    wait_for(lambda: p.status(first) == "ERROR" and p.status(second) == "ERROR", what="ERROR")
+    cell0 = p.cells.engine_of("cell0")
+    inst.add_fault(cell0, second, inst.Fault(code=409, message="a later fault"))
+    reads = []
+    monkeypatch.setattr(inst, "latest_fault", lambda *a: reads.append(a))  # the one-by-one read: unused
+    listed = {s["id"]: s for s in p.call("GET", "/v2.1/servers/detail").json["servers"]}
+    assert "No valid host" in listed[first]["fault"]["message"]
+    assert listed[second]["fault"]["message"] == "a later fault" and listed[second]["fault"]["code"] == 409
+    assert reads == []
+
+
 def test_a_multi_instance_request_is_one_scheduler_request(plane_factory):
     p = plane_factory(computes=2)
     p.flavor()

@@ -57,8 +57,13 @@ def flavor_ids(deps: ComputeAPIDeps, ctx: RequestContext) -> dict[str, str]:
     return {f.name: f.flavorid for f in flavors.listing(deps.api_engine)}
 
 
+_SHOWS_FAULT = ("error", "deleted")
+
+
 def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: str,
-                ids: dict[str, str] | None = None) -> dict:
+                ids: dict[str, str] | None = None, faults: dict[str, inst.Fault] | None = None) -> dict:
+    """``faults``: the newest fault of the servers being listed, read for all
+    of them at once (see ``_faults``); a single server reads its own."""
     if ids is None:
         ids = flavor_ids(deps, ctx)
     if found.record is None:
@@ -66,11 +71,28 @@ def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: s
                                                is_admin=ctx.is_admin,
                                                flavorid=ids.get(found.build_request.flavor.name))
     fault = None
-    if found.record.vm_state.value in ("error", "deleted"):
-        engine = deps.cells.engine_of(found.cell) if found.cell else None
-        fault = inst.latest_fault(engine, found.record.uuid) if engine is not None else None
+    if found.record.vm_state.value in _SHOWS_FAULT:
+        if faults is not None:
+            fault = faults.get(found.record.uuid)
+        else:
+            engine = deps.cells.engine_of(found.cell) if found.cell else None
+            fault = inst.latest_fault(engine, found.record.uuid) if engine is not None else None
     return views.server_from_record(found.record, fault, version=ctx.version, base=base, is_admin=ctx.is_admin,
                                     flavorid=ids.get(found.record.flavor.name))
+
+
+def _faults(deps: ComputeAPIDeps, found: list[Found]) -> dict[str, inst.Fault]:
+    """The newest fault of every listed server that shows one: one read per cell."""
+    by_cell: dict[str, list[str]] = {}
+    for f in found:
+        if f.record is not None and f.cell and f.record.vm_state.value in _SHOWS_FAULT:
+            by_cell.setdefault(f.cell, []).append(f.record.uuid)
+    faults: dict[str, inst.Fault] = {}
+    for cell, uuids in by_cell.items():
+        engine = deps.cells.engine_of(cell)
+        if engine is not None:
+            faults.update(inst.latest_faults(engine, uuids))
+    return faults
 
 
 def base_url(req: falcon.Request) -> str:
@@ -195,7 +217,8 @@ class Servers:
                  if wanted_deleted or f.record is None or f.record.vm_state.value != "deleted"]
         base = base_url(req)
         ids = flavor_ids(self.deps, ctx)
-        bodies = [(f, server_body(self.deps, ctx, f, base, ids))
+        faults = _faults(self.deps, found)
+        bodies = [(f, server_body(self.deps, ctx, f, base, ids, faults))
                   for f in sorted(found, key=_SORT_KEY, reverse=True)]
         bodies = self._filter(ctx, bodies, params)
         limit = params.get("limit")
