@@ -145,3 +145,15 @@ def test_free_form_hints_of_any_json_type_are_kept(plane):
     body = {**_server(), "OS-SCH-HNT:scheduler_hints": {"flag": True, "n": 3, "deep": {"a": [1]}, "l": [1, "x"]}}
     resp = plane.call("POST", "/v2.1/servers", body)
     assert resp.status_code == 202, resp.text
+
+
+def test_names_differing_by_edge_spaces_are_refused_alike_on_every_backend(plane):
+    # MariaDB compares "k" and "k " as equal: a 500 there (unique key), two keys elsewhere
+    resp = plane.call("POST", "/v2.1/flavors/1/os-extra_specs", {"extra_specs": {"hw:k": "1", "hw:k ": "2"}})
+    assert resp.status_code == 400, resp.text
+    # and "1 " finds flavor "1" there, nothing elsewhere: a 404 everywhere
+    for path in ("/v2.1/flavors/1%20", "/v2.1/flavors/%201", "/v2.1/flavors/1%20/os-extra_specs"):
+        assert plane.call("GET", path).status_code == 404, path
+    server = plane.boot()
+    assert plane.call("GET", f"/v2.1/servers/{server}%20").status_code == 404
+    assert plane.call("GET", f"/v2.1/servers/{server}").status_code == 200

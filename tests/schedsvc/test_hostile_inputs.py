@@ -74,3 +74,13 @@ def test_a_deleted_group_then_a_request_naming_it_is_a_404_not_500(api, fleet):
     assert api.delete(f"/server_groups/{group}").status == 204
     resp = api.post("/selections", json=simple_request(new_uuid(), server_group=group))
     assert resp.status in (400, 404), resp
+
+
+def test_a_name_with_edge_spaces_in_a_path_is_a_404_on_every_backend(api):
+    # MariaDB would find host "h1" for "h1 " (trailing spaces ignored in comparisons)
+    assert api.put("/hosts/h1", json={"enabled": True}).status in (200, 201)
+    for method, path in (("GET", "/hosts/h1%20"), ("PUT", "/hosts/h1%20"), ("DELETE", "/hosts/%20h1"),
+                         ("GET", "/topology/rack/r1%20")):
+        resp = api.request(method, path, json={} if method == "PUT" else None)
+        assert resp.status == 404, (method, path, resp)
+    assert api.get("/hosts/h1").status == 200

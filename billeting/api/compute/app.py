@@ -15,11 +15,13 @@ from billeting.api.compute import (
     services,
 )
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
+from billeting.api.paths import names_nothing
 
 _ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
 # Query parameters that may be given more than once; for every other one the
 # last value counts, as in Nova (a handler never sees a list it did not expect).
 _MULTI_VALUED = frozenset({"status", "sort_key", "sort_dir"})
+
 
 
 class _Identity:
@@ -47,8 +49,8 @@ class _Identity:
         roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()}
         is_admin = "admin" in roles or (req.get_header("X-Roles") is None and user == "admin")
         req.context.nova = RequestContext(user, project, is_admin, version, request_id)
-        # PostgreSQL cannot compare with a text holding NUL: no id or filter has one.
-        if "\x00" in req.path:
+        # A NUL or edge whitespace in a segment: the same 404 on every backend (see names_nothing).
+        if names_nothing(req.path):
             raise errors.NovaError(404, "The resource could not be found.")
         params = req.params
         for key, value in params.items():

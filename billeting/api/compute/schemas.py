@@ -65,11 +65,15 @@ FLAVOR_CREATE = {
     "additionalProperties": False,
 }
 
+# Nova's characters, but no space at either end: MariaDB compares strings
+# ignoring trailing spaces, so "k" and "k " would be one key there and two elsewhere.
+_SPEC_KEY = r"^[a-zA-Z0-9_\-:.]([a-zA-Z0-9_\-:. ]{0,253}[a-zA-Z0-9_\-:.])?$"
+
 EXTRA_SPECS = {
     "type": "object",
     "properties": {"extra_specs": {
         "type": "object",
-        "patternProperties": {r"^[a-zA-Z0-9_\-:. ]{1,255}$": {"type": ["string", "integer", "number", "boolean"]}},
+        "patternProperties": {_SPEC_KEY: {"type": ["string", "integer", "number", "boolean"]}},
         "additionalProperties": False,
     }},
     "required": ["extra_specs"],
@@ -78,7 +82,7 @@ EXTRA_SPECS = {
 
 EXTRA_SPEC_ONE = {
     "type": "object",
-    "patternProperties": {r"^[a-zA-Z0-9_\-:. ]{1,255}$": {"type": ["string", "integer", "number", "boolean"]}},
+    "patternProperties": {_SPEC_KEY: {"type": ["string", "integer", "number", "boolean"]}},
     "minProperties": 1, "maxProperties": 1,
     "additionalProperties": False,
 }

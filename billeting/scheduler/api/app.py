@@ -17,6 +17,7 @@ import falcon
 import msgspec
 from sqlalchemy.exc import DBAPIError
 
+from billeting.api.paths import names_nothing
 from billeting.placement.api import auth
 from billeting.placement.api.context import context_from_environ
 from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
@@ -49,6 +50,7 @@ ROUTES = [
 _PLACEMENT_UNDEFINED = "placement.undefined_code"
 
 
+
 class ApiMiddleware:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
@@ -59,8 +61,8 @@ class ApiMiddleware:
         req.context.auth = context_from_environ(env, env.get(auth.REQUEST_ID_KEY) or auth.new_request_id())
         if req.context.auth.user_id is None and not auth.is_root(env):
             raise HTTPProblem(401, "The request you have made requires authentication.")
-        # PostgreSQL cannot compare with a text holding NUL: no name or id has one.
-        if "\x00" in req.path:
+        # A NUL or edge whitespace in a segment: the same 404 on every backend (see names_nothing).
+        if names_nothing(req.path):
             raise HTTPProblem(404, "The resource could not be found.")
         if "\x00" in req.query_string or "%00" in req.query_string:
             raise HTTPProblem(400, "Invalid query string parameters: NUL characters are not allowed.")
