@@ -84,3 +84,18 @@ def test_a_name_with_edge_spaces_in_a_path_is_a_404_on_every_backend(api):
         resp = api.request(method, path, json={} if method == "PUT" else None)
         assert resp.status == 404, (method, path, resp)
     assert api.get("/hosts/h1").status == 200
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/server_groups", {"name": "g", "policy": "affinity", "project_id": "p "}),
+    ("/server_groups", {"name": " g", "policy": "affinity"}),
+    ("/availability_zones/z1", {"hosts": ["h1 "]}),
+    ("/topology/rack/r1", {"hosts": ["\th1"]}),
+])
+def test_names_with_edge_spaces_in_bodies_are_400(api, path, body):
+    resp = api.post(path, json=body) if path == "/server_groups" else api.put(path, json=body)
+    assert resp.status == 400, resp
+
+
+def test_a_project_query_with_edge_spaces_is_400(api):
+    assert api.get("/server_groups?project_id=p%20").status == 400

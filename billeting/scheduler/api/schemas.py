@@ -4,7 +4,9 @@ the typed objects at once (msgspec), so no handler works on dicts."""
 from __future__ import annotations
 
 UUID = {"type": "string", "format": "uuid"}
-NAME = {"type": "string", "minLength": 1, "maxLength": 255}
+# No whitespace at either end: MariaDB compares "p" and "p " as equal, so such
+# names would be one object there and two elsewhere.
+NAME = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^\S(.*\S)?$"}
 TRAIT = {"type": "string", "pattern": "^[A-Z0-9_]{1,255}$"}
 RESOURCE_CLASS = {"type": "string", "pattern": "^[A-Z0-9_]{1,255}$"}
 SUFFIX = {"type": "string", "pattern": "^([a-zA-Z0-9_-]{1,64})?$"}

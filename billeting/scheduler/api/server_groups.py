@@ -32,7 +32,7 @@ class ServerGroups(Resource):
         send(resp, {"server_groups": [groups.view(g) for g in groups.list_groups(self.service, project_id)]})
 
 
-_LIST_QUERY = {"type": "object", "properties": {"project_id": {"type": "string", "maxLength": 255}},
+_LIST_QUERY = {"type": "object", "properties": {"project_id": schemas.NAME},
                "additionalProperties": False}
 
 
