@@ -47,6 +47,9 @@ class _Identity:
         user = user or tuser
         project = req.get_header("X-Project-Id") or tproject or user
         roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()}
+        if any(v != v.strip() or "\x00" in v for v in (user, project)):
+            # no identity has these; MariaDB would take project "p " for "p"
+            raise errors.NovaError(401, "Authentication required")
         is_admin = "admin" in roles or (req.get_header("X-Roles") is None and user == "admin")
         req.context.nova = RequestContext(user, project, is_admin, version, request_id)
         # A NUL or edge whitespace in a segment: the same 404 on every backend (see names_nothing).
