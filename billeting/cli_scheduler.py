@@ -23,9 +23,9 @@ import msgspec
 
 from billeting.cli import (
     CliError,
-    UsageError,
     DatabaseTarget,
     EXIT_FAILURE,
+    UsageError,
     _first_line,
     _hide_password,
     check_keystone_config,

@@ -243,8 +243,11 @@ def faults(engine: Engine, uuid: str) -> list[Fault]:
     rows = run_read(engine, lambda conn: conn.execute(
         select(t.instance_faults).where(t.instance_faults.c.instance_uuid == uuid)
         .order_by(t.instance_faults.c.id)).all())
-    return [Fault(code=r.code, message=r.message, details=r.details, host=r.host, created_at=r.created_at)
-            for r in rows]
+    return [_fault(r) for r in rows]
+
+
+def _fault(row) -> Fault:
+    return Fault(code=row.code, message=row.message, details=row.details, host=row.host, created_at=row.created_at)
 
 
 def latest_fault(engine: Engine, uuid: str) -> Fault | None:
@@ -267,8 +270,7 @@ def latest_faults(engine: Engine, uuids: Sequence[str]) -> dict[str, Fault]:
                                 .where(t.instance_faults.c.instance_uuid.in_(wanted[start:start + _FAULT_BATCH]))
                                 .order_by(t.instance_faults.c.id)).all()
             for r in rows:  # id order: the last one seen is the newest
-                newest[r.instance_uuid] = Fault(code=r.code, message=r.message, details=r.details, host=r.host,
-                                                created_at=r.created_at)
+                newest[r.instance_uuid] = _fault(r)
         return newest
 
     return run_read(engine, read) if wanted else {}

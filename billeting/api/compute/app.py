@@ -15,13 +15,12 @@ from billeting.api.compute import (
     services,
 )
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
-from billeting.api.paths import names_nothing
+from billeting.api.inputs import names_nothing
 
 _ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
 # Query parameters that may be given more than once; for every other one the
 # last value counts, as in Nova (a handler never sees a list it did not expect).
 _MULTI_VALUED = frozenset({"status", "sort_key", "sort_dir"})
-
 
 
 class _Identity:

@@ -7,6 +7,7 @@ import jsonschema
 import orjson
 
 from billeting.api.compute.errors import bad_request
+from billeting.api.inputs import nul_at
 
 # The API database's INT columns (flavor sizes, counts) hold 32 bits on every
 # server database; Nova caps these values at the same number.
@@ -194,30 +195,12 @@ def body(req) -> object:
     except orjson.JSONDecodeError:
         raise bad_request("Malformed request body: the body is not valid JSON.") from None
     if b"\\u0000" in raw or b"\x00" in raw:  # cheap test first; the walk says where
-        where = _nul_at(document, "")
-        if where is not None:
+        found = nul_at(document)
+        if found is not None:
+            where = "/".join(str(part) for part in found[0])
             raise bad_request(f"Invalid input for field/attribute {where or 'body'}. "
                               "NUL characters (\\u0000) are not allowed.")
     return document
-
-
-def _nul_at(value: object, path: str) -> str | None:
-    if isinstance(value, str):
-        return path if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            inner = f"{path}/{key}" if path else key
-            if "\x00" in key:
-                return inner
-            found = _nul_at(item, inner)
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_at(item, f"{path}/{index}" if path else str(index))
-            if found is not None:
-                return found
-    return None
 
 
 def check(document: object, schema: dict) -> None:

@@ -14,6 +14,7 @@ import jsonschema
 import orjson
 from jsonschema.exceptions import ValidationError, best_match
 
+from billeting.api.inputs import nul_at
 from billeting.placement import providers
 from billeting.placement.api import fastcheck, negotiation
 from billeting.placement.api.context import RequestContext
@@ -246,7 +247,7 @@ def read_json(req: falcon.Request, schema: dict | None = None) -> object:
         raise HTTPProblem(400, f"Malformed JSON: {exc}") from None
     # In JSON text a NUL can only be written as the escape \u0000.
     if b"\\u0000" in raw:
-        where = _nul_position(data, "instance")
+        where = _nul_position(data)
         if where is not None:
             raise HTTPProblem(400, "JSON does not validate: NUL characters (\\u0000) are not allowed "
                                    f"in strings: {where}")
@@ -255,26 +256,16 @@ def read_json(req: falcon.Request, schema: dict | None = None) -> object:
     return data
 
 
-def _nul_position(value: object, where: str) -> str | None:
-    """Where a string (or an object key) holds a NUL, in the validator's
-    notation (``instance['name']``); None when none does. No backend may see
-    one: PostgreSQL rejects it, and the others would store it, so it is a 400
-    everywhere."""
-    if isinstance(value, str):
-        return where if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if "\x00" in key:
-                return f"{where} (key {key!r})"
-            found = _nul_position(item, f"{where}[{key!r}]")
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _nul_position(item, f"{where}[{index}]")
-            if found is not None:
-                return found
-    return None
+def _nul_position(data: object) -> str | None:
+    """Where ``data`` holds a NUL, in the validator's notation
+    (``instance['name']``, ``instance (key 'a\\x00')``); None when nowhere."""
+    found = nul_at(data)
+    if found is None:
+        return None
+    path, in_key = found
+    parents = path[:-1] if in_key else path
+    where = "instance" + "".join(f"[{part!r}]" for part in parents)
+    return f"{where} (key {path[-1]!r})" if in_key else where
 
 
 def read_json_for_provider(req: falcon.Request, schema: dict | None, engine, uuid: str) -> object:

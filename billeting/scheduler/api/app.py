@@ -17,7 +17,7 @@ import falcon
 import msgspec
 from sqlalchemy.exc import DBAPIError
 
-from billeting.api.paths import names_nothing
+from billeting.api.inputs import names_nothing
 from billeting.placement.api import auth
 from billeting.placement.api.context import context_from_environ
 from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
@@ -48,7 +48,6 @@ ROUTES = [
 ]
 
 _PLACEMENT_UNDEFINED = "placement.undefined_code"
-
 
 
 class ApiMiddleware:
@@ -161,6 +160,13 @@ def make_falcon_app(deps: Deps) -> falcon.App:
     return app
 
 
+def _error_reply(environ, start_response, status: str, detail: str, headers: list[tuple[str, str]]):
+    """An error document sent by a WSGI layer outside Falcon (``status`` is the status line)."""
+    document = error_document(int(status[:3]), detail, environ.get(auth.REQUEST_ID_KEY), code=errors.UNDEFINED)
+    start_response(status, headers + [("Content-Type", "application/json"), ("Content-Length", str(len(document)))])
+    return [document]
+
+
 class _OwnUnauthorized:
     """Re-render the auth layer's 401 in this API's error document.
 
@@ -189,11 +195,8 @@ class _OwnUnauthorized:
         if hasattr(body, "close"):
             body.close()
         status, headers = caught[0]
-        document = error_document(401, self.DETAIL, environ.get(auth.REQUEST_ID_KEY), code=errors.UNDEFINED)
         kept = [(k, v) for k, v in headers if k.lower() not in ("content-type", "content-length")]
-        start_response(status, kept + [("Content-Type", "application/json"),
-                                       ("Content-Length", str(len(document)))])
-        return [document]
+        return _error_reply(environ, start_response, status, self.DETAIL, kept)
 
 
 class _OpenAPIDocument:
@@ -209,11 +212,8 @@ class _OpenAPIDocument:
             return self.app(environ, start_response)
         method = environ.get("REQUEST_METHOD", "GET")
         if method not in ("GET", "HEAD"):
-            document = error_document(405, f"The method {method} is not allowed for this resource.",
-                                      environ.get(auth.REQUEST_ID_KEY), code=errors.UNDEFINED)
-            start_response("405 Method Not Allowed", [("Content-Type", "application/json"), ("Allow", "GET"),
-                                                      ("Content-Length", str(len(document)))])
-            return [document]
+            return _error_reply(environ, start_response, "405 Method Not Allowed",
+                                f"The method {method} is not allowed for this resource.", [("Allow", "GET")])
         document = openapi.document_bytes()
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(document)))])
         return [] if method == "HEAD" else [document]
