@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from tests.api.direct_rows import add_aggregates
 from tests.api.test_allocation_candidates_fleet import Fleet
 
 pytestmark = pytest.mark.usefixtures("summary_paths")
@@ -58,3 +59,33 @@ def test_bounded_scan_admits_what_the_full_query_admits(client, seed):
         assert set(fleet.requests(small.json)) <= set(fleet.requests(full.json)), query
         assert len(small.json["allocation_requests"]) == min(7, len(full.json["allocation_requests"]))
         assert 0 < len(full.json["allocation_requests"]) < 40, query  # the fleet tells them apart
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_fleetwide_answer_is_the_probes_answer(client, engine, monkeypatch, seed):
+    """SQLite answers an unbounded flat query with the capacity test in Python
+    on the summaries' usage (``candidates.fleetwide``); the correlated probes
+    it replaces must give the very same body, summaries' usage included, for
+    every microversion form of the answer."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the fleetwide path is SQLite's")
+    from billeting.placement.candidates import fleetwide
+
+    rng = random.Random(seed)
+    fleet = _random_fleet(client, rng, 40)
+    agg = str(uuid.uuid4())
+    for name in ("h01", "h02", "h03", "h17"):
+        add_aggregates(engine, fleet.uuid[name], agg)
+    queries = [("1.39", "resources=VCPU:2,MEMORY_MB:1024"),
+               ("1.39", "resources=VCPU:3,MEMORY_MB:2048,DISK_GB:10&root_required=!COMPUTE_STATUS_DISABLED"),
+               ("1.39", f"resources=VCPU:1&member_of={agg}"),  # a few providers: usage read for them only
+               ("1.39", "resources=VCPU:100"),  # none
+               ("1.26", "resources=MEMORY_MB:512"),  # summaries of the requested classes only
+               ("1.10", "resources=DISK_GB:4")]  # list-form requests
+    for mv, query in queries:
+        monkeypatch.setattr(fleetwide, "applies", lambda *a, **k: False)
+        probed = client.get(f"/allocation_candidates?{query}", mv=mv)
+        monkeypatch.undo()
+        answered = client.get(f"/allocation_candidates?{query}", mv=mv)
+        assert probed.status == answered.status == 200
+        assert answered.json == probed.json, query

@@ -27,7 +27,9 @@ from collections.abc import Iterator
 
 from sqlalchemy import Boolean, Connection, Integer, String, cast, func, literal_column, null, select, union_all
 
-from billeting.placement.candidates import names, search, sql, summaries, summary_cache, world as world_mod
+from billeting.placement.candidates import (
+    fleetwide, names, search, sql, summaries, summary_cache, world as world_mod,
+)
 from billeting.placement.candidates.combine import Combiner, Pick, dedupe_key, shared_pairs
 from billeting.placement.candidates.model import (
     AllocationRequest,
@@ -106,6 +108,10 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     # than a correlated probe per class and row: PostgreSQL and SQLite. MySQL
     # keeps the probes (it may evaluate a CTE once per reference).
     set_capacity = bounded and conn.dialect.name != "mysql"
+    flat_summaries = not (world.has_trees and request.nested_aware)
+    if fleetwide.applies(conn, bounded=bounded, sample=sample, flat_summaries=flat_summaries):
+        rows, by_id = fleetwide.find(conn, request, group, tree_wide, _summary_classes(request))
+        return _direct_result(conn, group, rows, by_id)
 
     def query(plan: sql.Plan, after: int = 0, upto: int = 0, batch: int = 0):
         plan.mark("direct", sample, bounded, set_capacity)
@@ -186,18 +192,23 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         rows = _apply_limit(request, rows)
     if not rows:
         return empty_result()
-    if world.has_trees and request.nested_aware:
-        found = _summaries(conn, request, {row[3] for row in rows}, {row[0] for row in rows})
-    else:
+    if flat_summaries:
         # Every tree is the provider itself, or only used providers are shown.
         found = summaries.load(conn, known=rows, classes=_summary_classes(request),
                                with_traits=request.summary_traits)
+    else:
+        found = _summaries(conn, request, {row[3] for row in rows}, {row[0] for row in rows})
+    return _direct_result(conn, group, rows, found.by_id)
+
+
+def _direct_result(conn: Connection, group, rows: list, by_id: dict) -> CandidateResult:
+    if not rows:
+        return empty_result()
     rc_name = names.rc_names(conn, group.resources)
     # Every request allocates the same amounts: share one dict between them.
     resources = {rc_name[rc]: amount for rc, amount in group.resources.items()}
-    suffix = group.suffix
-    requests = SingleProviderRequests(suffix, resources, [row[1] for row in rows])
-    return CandidateResult(requests, list(found.by_id.values()))
+    requests = SingleProviderRequests(group.suffix, resources, [row[1] for row in rows])
+    return CandidateResult(requests, list(by_id.values()))
 
 
 # --- bounded scans ---------------------------------------------------------------

@@ -234,11 +234,15 @@ def _traits(trait_names: Sequence[str]) -> str:
 
 # --- loading --------------------------------------------------------------------
 
-def summarize(conn: Connection, rows: Sequence, classes=None) -> tuple[dict[int, ProviderSummary], dict[int, str]]:
+def summarize(conn: Connection, rows: Sequence, classes=None,
+              usage: "Usage | None" = None) -> tuple[dict[int, ProviderSummary], dict[int, str]]:
     """Summaries of exactly the providers of ``rows`` (laid out as
-    ``row_columns``), keyed by provider id, and their uuids."""
+    ``row_columns``), keyed by provider id, and their uuids. ``usage``: read
+    by the caller in this transaction (``usage_of``), else read here."""
     cache = _cache(conn)
-    usage, custom_names = _usage_and_names(conn, rows)
+    if usage is None:
+        usage = usage_of(conn, rows)
+    usage, custom_names = usage.by_provider, usage.custom_names
     if custom_names != cache.custom_names:
         cache.reset(custom_names)
     entries = cache.entries
@@ -265,7 +269,15 @@ def summarize(conn: Connection, rows: Sequence, classes=None) -> tuple[dict[int,
     return by_id, uuid_of
 
 
-def _usage_and_names(conn: Connection, rows: Sequence) -> tuple[dict[int, dict[int, int]], tuple]:
+@dataclass(slots=True, frozen=True)
+class Usage:
+    by_provider: dict[int, dict[int, int]]  # provider id -> class id -> used
+    custom_names: tuple  # (class id, name) of every custom class, in id order
+
+
+def usage_of(conn: Connection, rows: Sequence) -> Usage:
+    """The usage of (at least) the providers of ``rows``, and the custom
+    class names: what ``summarize`` reads unless it is given them."""
     # A large scope is most of the fleet: summing every allocation costs less
     # than sending and matching thousands of ids.
     scope = sql.IdSet(row[0] for row in rows) if len(rows) <= _SCOPED_USAGE_MAX else None
@@ -278,7 +290,7 @@ def _usage_and_names(conn: Connection, rows: Sequence) -> tuple[dict[int, dict[i
             usage.setdefault(provider_id, {})[rc_id] = int(used)
         else:
             custom.append((rc_id, name))
-    return usage, tuple(sorted(custom))
+    return Usage(usage, tuple(sorted(custom)))
 
 
 class _Maker:
