@@ -4,6 +4,8 @@ in a string is refused by PostgreSQL, an integer beyond 32 bits by every
 server database's INT column)."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 NUL = "a\u0000b"
@@ -111,6 +113,23 @@ def test_a_repeated_query_parameter_counts_once(plane):
     resp = plane.call("GET", "/v2.1/servers/detail?name=zzz&name=alpha&limit=9&limit=1")
     assert resp.status_code == 200, resp.text
     assert [s["name"] for s in resp.json["servers"]] == ["alpha"]
+
+
+def test_a_catastrophic_name_pattern_is_refused_in_time(plane):
+    """``(a|aa)+$`` against forty ``a`` and a ``!`` backtracks for hours in
+    Python's ``re``; any tenant can name a server so and hold a worker."""
+    plane.boot(name="a" * 40 + "!")
+    plane.boot(name="web-1")
+    started = time.monotonic()
+    resp = plane.call("GET", "/v2.1/servers/detail?name=(a%7Caa)%2B%24")
+    assert resp.status_code == 400, resp.text
+    assert "took too long" in resp.json["badRequest"]["message"]
+    assert time.monotonic() - started < 30  # the budget is 0.5 s; generous for a busy CI machine
+    resp = plane.call("GET", "/v2.1/servers?name=%5Eweb-%5Cd%24")  # ^web-\d$
+    assert [s["name"] for s in resp.json["servers"]] == ["web-1"]
+    resp = plane.call("GET", "/v2.1/servers?name=(unclosed")
+    assert resp.status_code == 400
+    assert "Invalid regular expression" in resp.json["badRequest"]["message"]
 
 
 def test_changes_since_keeps_what_changed_after_it(plane):

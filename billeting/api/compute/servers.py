@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import datetime
 import operator
-import re
 import uuid as uuidlib
 
 import falcon
 import orjson
 from sqlalchemy import Connection
 
-from billeting.api.compute import schemas, views
+from billeting.api.compute import name_filter, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request
 from billeting.api.compute.lookup import Found, find, find_many
@@ -257,11 +256,8 @@ class Servers:
                 bodies = [(f, b) for f, b in bodies if b["updated"] and keep(_timestamp("updated", b["updated"]), when)]
         name = params.get("name")
         if name:
-            try:
-                pattern = re.compile(name)
-            except re.error:
-                raise bad_request(f"Invalid regular expression for name: {name}") from None
-            bodies = [(f, b) for f, b in bodies if pattern.search(b["name"])]
+            matches = name_filter.matcher(name)
+            bodies = [(f, b) for f, b in bodies if matches(b["name"])]
         if params.get("status"):
             wanted = {s.upper() for s in ([params["status"]] if isinstance(params["status"], str)
                                           else params["status"])}
