@@ -54,6 +54,44 @@ def test_a_listing_shows_each_servers_newest_fault_in_one_read_per_cell(plane_fa
     assert reads == []
 
 
+def test_listings_page_newest_first_and_build_only_their_page(plane_factory, monkeypatch):
+    from billeting.api.compute import servers as servers_module
+
+    p = plane_factory()
+    p.flavor()
+    booted = [p.boot(name=f"vm{i}") for i in range(5)]
+    # (a build request's creation time is replaced by its instance's when the
+    # cell records it, so the order is only settled once every build is done)
+    wait_for(lambda: all(p.status(b) == "ACTIVE" for b in booted), what="ACTIVE")
+    # Newest first (servers created within the same second: by id, as every page agrees)
+    newest_first = [s["id"] for s in p.call("GET", "/v2.1/servers").json["servers"]]
+    assert sorted(newest_first) == sorted(booted)
+    name_of = {s["id"]: s["name"] for s in p.call("GET", "/v2.1/servers").json["servers"]}
+
+    built = []
+    real = servers_module.server_body
+    monkeypatch.setattr(servers_module, "server_body", lambda *a, **k: built.append(1) or real(*a, **k))
+    first = p.call("GET", "/v2.1/servers?limit=2").json
+    assert [s["id"] for s in first["servers"]] == newest_first[:2]
+    assert len(built) == 3  # the page and one more to know that a next page exists
+    assert first["servers_links"][0]["href"].endswith(f"/v2.1/servers?limit=2&marker={newest_first[1]}")
+    second = p.call("GET", f"/v2.1/servers/detail?limit=2&marker={newest_first[1]}").json
+    assert [s["id"] for s in second["servers"]] == newest_first[2:4]
+    assert "servers_links" in second
+    last = p.call("GET", f"/v2.1/servers?limit=2&marker={newest_first[3]}").json
+    assert [s["id"] for s in last["servers"]] == newest_first[4:] and "servers_links" not in last
+    # Filters apply before the page is cut, and the marker is looked up among what they keep.
+    kept = [i for i in newest_first if name_of[i] in ("vm0", "vm2", "vm4")]
+    named = p.call("GET", "/v2.1/servers?name=vm%5B024%5D&limit=2").json  # vm[024]
+    assert [s["id"] for s in named["servers"]] == kept[:2]
+    after = p.call("GET", f"/v2.1/servers?name=vm%5B024%5D&marker={kept[1]}").json
+    assert [s["id"] for s in after["servers"]] == kept[2:]
+    resp = p.call("GET", f"/v2.1/servers?name=vm%5B024%5D&marker={booted[1]}")  # vm1: filtered out
+    assert resp.status_code == 400 and "marker" in resp.json["badRequest"]["message"]
+    assert p.call("GET", "/v2.1/servers?limit=0").json["servers"] == []
+    assert p.call("GET", "/v2.1/servers?limit=-1").status_code == 400
+
+
 def test_a_multi_instance_request_is_one_scheduler_request(plane_factory):
     p = plane_factory(computes=2)
     p.flavor()

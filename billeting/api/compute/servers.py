@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime
+import itertools
 import operator
 import uuid as uuidlib
 
@@ -214,68 +215,96 @@ class Servers:
         wanted_deleted = str(params.get("deleted", "")).lower() in ("true", "1") or params.get("status") == "DELETED"
         found = [f for f in find_many(self.deps, mappings)
                  if wanted_deleted or f.record is None or f.record.vm_state.value != "deleted"]
+        limit = _limit(params.get("limit"))
         base = base_url(req)
         ids = flavor_ids(self.deps, ctx)
         faults = _faults(self.deps, found)
-        bodies = [(f, server_body(self.deps, ctx, f, base, ids, faults))
-                  for f in sorted(found, key=_SORT_KEY, reverse=True)]
+        # Bodies are built lazily, newest first, and only as far as the page
+        # needs: a page of a long listing costs its own servers, not all of them.
+        bodies = ((f, server_body(self.deps, ctx, f, base, ids, faults))
+                  for f in sorted(found, key=_SORT_KEY, reverse=True))
         bodies = self._filter(ctx, bodies, params)
-        limit = params.get("limit")
         marker = params.get("marker")
         if marker is not None:
-            ids = [b["id"] for _, b in bodies]
-            if marker not in ids:
-                raise bad_request(f"marker [{marker}] not found")
-            bodies = bodies[ids.index(marker) + 1:]
+            bodies = _after(bodies, marker)
         links = []
-        if limit is not None:
-            try:
-                n = int(limit)
-            except ValueError:
-                raise bad_request("limit param must be an integer") from None
-            if n < 0:
-                raise bad_request("limit param must be positive")
-            if len(bodies) > n:
-                bodies = bodies[:n]
-                if bodies:
-                    path = "servers/detail" if detail else "servers"
-                    links = [{"rel": "next", "href": f"{base}/v2.1/{path}?limit={n}&marker={bodies[-1][1]['id']}"}]
-            else:
-                bodies = bodies[:n]
-        if detail:
-            listed = [b for _, b in bodies]
+        if limit is None:
+            page = list(bodies)
         else:
-            listed = [{"id": b["id"], "name": b["name"], "links": b["links"]} for _, b in bodies]
+            # One more tells whether a next page exists (and no listing is longer than ``found``).
+            page = list(itertools.islice(bodies, min(limit, len(found)) + 1))
+            if len(page) > limit:
+                page = page[:limit]
+                if page:
+                    path = "servers/detail" if detail else "servers"
+                    links = [{"rel": "next", "href": f"{base}/v2.1/{path}?limit={limit}&marker={page[-1][1]['id']}"}]
+        if detail:
+            listed = [b for _, b in page]
+        else:
+            listed = [{"id": b["id"], "name": b["name"], "links": b["links"]} for _, b in page]
         resp.media = {"servers": listed, **({"servers_links": links} if links else {})}
 
     @staticmethod
-    def _filter(ctx: RequestContext, bodies: list, params) -> list:
+    def _filter(ctx: RequestContext, bodies, params):
+        """``bodies`` narrowed by the listing's filters, lazily; every bad
+        filter is refused here, before any body is looked at."""
+        tests: list = []
         for key, keep in (("changes-since", operator.ge), ("changes-before", operator.le)):
             if params.get(key):
                 when = _timestamp(key, params[key])
-                bodies = [(f, b) for f, b in bodies if b["updated"] and keep(_timestamp("updated", b["updated"]), when)]
-        name = params.get("name")
-        if name:
-            matches = name_filter.matcher(name)
-            bodies = [(f, b) for f, b in bodies if matches(b["name"])]
+                tests.append(lambda f, b, keep=keep, when=when:
+                             bool(b["updated"]) and keep(_timestamp("updated", b["updated"]), when))
+        if params.get("name"):
+            matches = name_filter.matcher(params["name"])
+            tests.append(lambda f, b: matches(b["name"]))
         if params.get("status"):
             wanted = {s.upper() for s in ([params["status"]] if isinstance(params["status"], str)
                                           else params["status"])}
-            bodies = [(f, b) for f, b in bodies if b["status"] in wanted]
+            tests.append(lambda f, b: b["status"] in wanted)
         if params.get("host"):
             ctx.require_admin()
-            bodies = [(f, b) for f, b in bodies if f.record is not None and f.record.host == params["host"]]
+            host = params["host"]
+            tests.append(lambda f, b: f.record is not None and f.record.host == host)
         if params.get("node"):
             ctx.require_admin()
-            bodies = [(f, b) for f, b in bodies if f.record is not None and f.record.node == params["node"]]
+            node = params["node"]
+            tests.append(lambda f, b: f.record is not None and f.record.node == node)
         if params.get("flavor"):
-            bodies = [(f, b) for f, b in bodies if (f.record.flavor if f.record else f.build_request.flavor).name
-                      == params["flavor"] or params["flavor"] == b.get("flavor", {}).get("id")]
+            flavor = params["flavor"]
+            tests.append(lambda f, b: (f.record.flavor if f.record else f.build_request.flavor).name == flavor
+                         or flavor == b.get("flavor", {}).get("id"))
         if params.get("image"):
-            bodies = [(f, b) for f, b in bodies if isinstance(b["image"], dict) and b["image"]["id"] == params["image"]]
+            image = params["image"]
+            tests.append(lambda f, b: isinstance(b["image"], dict) and b["image"]["id"] == image)
         if params.get("availability_zone"):
-            bodies = [(f, b) for f, b in bodies if b["OS-EXT-AZ:availability_zone"] == params["availability_zone"]]
-        return bodies
+            zone = params["availability_zone"]
+            tests.append(lambda f, b: b["OS-EXT-AZ:availability_zone"] == zone)
+        if not tests:
+            return bodies
+        return ((f, b) for f, b in bodies if all(test(f, b) for test in tests))
+
+
+def _limit(value) -> int | None:
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise bad_request("limit param must be an integer") from None
+    if n < 0:
+        raise bad_request("limit param must be positive")
+    return n
+
+
+def _after(bodies, marker: str):
+    """What follows the server ``marker`` in the listing; a 400 when the
+    listing does not hold it."""
+    rest = iter(bodies)
+    for _, b in rest:
+        if b["id"] == marker:
+            yield from rest
+            return
+    raise bad_request(f"marker [{marker}] not found")
 
 
 class Server:
