@@ -113,7 +113,8 @@ class InstanceRecord(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def spec(self) -> InstanceSpec:
-        return InstanceSpec(uuid=self.uuid, name=self.name, flavor=self.flavor, image=self.image)
+        return InstanceSpec(uuid=self.uuid, name=self.name, flavor=self.flavor, image=self.image,
+                            created_at=self.created_at)
 
 
 class InstanceExists(Exception):
@@ -168,7 +169,7 @@ def create(engine: Engine, build: BuildInstance) -> InstanceRecord:
         image=_text(spec.image) if spec.image is not None else None, request=_text(build.request),
         selection=_text(sel), alternates=_text(build.alternates), num_attempts=build.attempt,
         hosts_tried=_text([HostNode(sel.service_host, sel.nodename)]), last_failure=None,
-        created_at=now, updated_at=now)
+        created_at=spec.created_at or now, updated_at=now)
     try:
         run_write(engine, lambda conn: conn.execute(insert(t.instances).values(**values)))
     except IntegrityError:
@@ -189,7 +190,7 @@ def bury(engine: Engine, spec: InstanceSpec, request: RequestSummary, fault: Fau
             vm_state=VmState.ERROR.value, task_state=None, availability_zone=request.availability_zone,
             flavor=_text(spec.flavor), image=_text(spec.image) if spec.image is not None else None,
             request=_text(request), selection=None, alternates="[]", num_attempts=0, hosts_tried="[]",
-            last_failure=fault.message, created_at=now, updated_at=now))
+            last_failure=fault.message, created_at=spec.created_at or now, updated_at=now))
         _add_fault(conn, spec.uuid, fault, now)
 
     run_write(engine, work)

@@ -16,6 +16,8 @@ casts harmless.
 """
 from __future__ import annotations
 
+from datetime import datetime
+
 import msgspec
 
 from billeting.scheduler.nova import Flavor, Image
@@ -52,6 +54,10 @@ class InstanceSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     name: str = ""
     flavor: Flavor
     image: Image | None = None
+    # When the API accepted the server (naive UTC): the instance keeps it as
+    # its creation time, as Nova's does, so a server's "created" and its place
+    # in listings do not change when the cell records it. None: now.
+    created_at: datetime | None = None
 
 
 class BuildInstance(msgspec.Struct, frozen=True, kw_only=True):

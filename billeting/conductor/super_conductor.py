@@ -24,6 +24,7 @@ import msgspec
 from sqlalchemy import Engine
 
 from billeting.apidb import build_requests, instance_actions, instance_mappings
+from billeting.apidb.build_requests import BuildRequest
 from billeting.apidb.cell_directory import CellCatalog
 from billeting.apidb.cell_mappings import CELL0
 from billeting.cells import handoff
@@ -160,8 +161,9 @@ class SuperConductor:
 
     # --- per instance ----------------------------------------------------------------
 
-    def _spec(self, plan: BuildPlan, uuid: str, name: str) -> InstanceSpec:
-        return InstanceSpec(uuid=uuid, name=name, flavor=plan.flavor, image=plan.image)
+    def _spec(self, plan: BuildPlan, uuid: str, name: str, build: BuildRequest | None) -> InstanceSpec:
+        return InstanceSpec(uuid=uuid, name=name, flavor=plan.flavor, image=plan.image,
+                            created_at=build.created_at if build is not None else None)
 
     def _hand_over(self, plan: BuildPlan, summary: RequestSummary, name: str,
                    line: Sequence[Selection]) -> BuildOutcome:
@@ -175,13 +177,14 @@ class SuperConductor:
             return self._bury(plan, summary, uuid, name,
                               f"No valid host was found. Host {chosen.service_host} is in unknown cell "
                               f"{chosen.cell_uuid}.")
-        if build_requests.get(self.api_engine, uuid) is None:
+        build = build_requests.get(self.api_engine, uuid)
+        if build is None:
             # Deleted by the user while it was being scheduled: give the claim back.
             self._unclaim(uuid, chosen)
             instance_mappings.remove(self.api_engine, uuid)
             return BuildOutcome(instance_uuid=uuid, cell=None, host=None)
-        handoff.start_build(handle.engine, handle.bus, instance=self._spec(plan, uuid, name), request=summary,
-                            selections=line)
+        handoff.start_build(handle.engine, handle.bus, instance=self._spec(plan, uuid, name, build),
+                            request=summary, selections=line)
         instance_mappings.set_cell(self.api_engine, uuid, handle.name)
         if not build_requests.remove(self.api_engine, uuid):
             # The user's delete raced the hand-over: finish it in the cell.
@@ -205,7 +208,8 @@ class SuperConductor:
     def _bury(self, plan: BuildPlan, summary: RequestSummary, uuid: str, name: str, reason: str) -> BuildOutcome:
         if self.cells.cell0 is None:
             raise RuntimeError("no cell0 mapping: unschedulable instances have nowhere to go")
-        handoff.bury_in_cell0(self.cells.cell0, instance=self._spec(plan, uuid, name), request=summary,
+        build = build_requests.get(self.api_engine, uuid)
+        handoff.bury_in_cell0(self.cells.cell0, instance=self._spec(plan, uuid, name, build), request=summary,
                               reason=reason)
         instance_mappings.set_cell(self.api_engine, uuid, CELL0)
         build_requests.remove(self.api_engine, uuid)

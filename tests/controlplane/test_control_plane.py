@@ -60,8 +60,7 @@ def test_listings_page_newest_first_and_build_only_their_page(plane_factory, mon
     p = plane_factory()
     p.flavor()
     booted = [p.boot(name=f"vm{i}") for i in range(5)]
-    # (a build request's creation time is replaced by its instance's when the
-    # cell records it, so the order is only settled once every build is done)
+    # (listed in their final state, instance records rather than build requests)
     wait_for(lambda: all(p.status(b) == "ACTIVE" for b in booted), what="ACTIVE")
     # Newest first (servers created within the same second: by id, as every page agrees)
     newest_first = [s["id"] for s in p.call("GET", "/v2.1/servers").json["servers"]]
@@ -90,6 +89,32 @@ def test_listings_page_newest_first_and_build_only_their_page(plane_factory, mon
     assert resp.status_code == 400 and "marker" in resp.json["badRequest"]["message"]
     assert p.call("GET", "/v2.1/servers?limit=0").json["servers"] == []
     assert p.call("GET", "/v2.1/servers?limit=-1").status_code == 400
+
+
+def test_a_server_keeps_the_creation_time_the_api_gave_it(plane_factory, monkeypatch):
+    """Nova's "created" is when the API accepted the server; the cell that
+    records it later (or cell0, burying it) keeps that time."""
+    import datetime
+    import time
+
+    from billeting.conductor import super_conductor
+
+    real = super_conductor.SuperConductor._schedule_and_build
+
+    def slow(self, plan):
+        time.sleep(1.2)  # a busy scheduler: the cell records the instance well after the POST
+        return real(self, plan)
+
+    monkeypatch.setattr(super_conductor.SuperConductor, "_schedule_and_build", slow)
+    p = plane_factory()
+    p.flavor()
+    p.flavor(fid="big", name="big", ram=10_000_000)
+    built, buried = p.boot(name="ok"), p.boot(name="nowhere", flavor="big")
+    accepted_by = datetime.datetime.now(datetime.UTC).replace(tzinfo=None, microsecond=0)
+    wait_for(lambda: p.status(built) == "ACTIVE" and p.status(buried) == "ERROR", what="ACTIVE and ERROR")
+    for server in (built, buried):
+        created = p.call("GET", f"/v2.1/servers/{server}").json["server"]["created"]
+        assert datetime.datetime.fromisoformat(created.removesuffix("Z")) <= accepted_by, (server, created)
 
 
 def test_a_multi_instance_request_is_one_scheduler_request(plane_factory):
