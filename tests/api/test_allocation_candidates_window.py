@@ -89,3 +89,42 @@ def test_fleetwide_answer_is_the_probes_answer(client, engine, monkeypatch, seed
         answered = client.get(f"/allocation_candidates?{query}", mv=mv)
         assert probed.status == answered.status == 200
         assert answered.json == probed.json, query
+
+
+def test_fleetwide_answer_is_the_probes_answer_on_trees_before_1_29(client, engine, monkeypatch):
+    """Below 1.29 a nested fleet is answered provider by provider with the
+    providers' own summaries, so the fleetwide path serves it too; tree-wide
+    rules (the root's aggregates and forbidden traits) must hold as before."""
+    if engine.dialect.name != "sqlite":
+        pytest.skip("the fleetwide path is SQLite's")
+    from billeting.placement.candidates import fleetwide
+
+    fleet = Fleet(client)
+    agg = str(uuid.uuid4())
+    for i in range(6):
+        root = f"cn{i}"
+        fleet.provider(root, inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggregates=[agg] if i % 2 else (),
+                       traits=["COMPUTE_STATUS_DISABLED"] if i == 5 else ())
+        fleet.provider(f"{root}-nic", parent=root, inventory={"SRIOV_NET_VF": 4},
+                       traits=["CUSTOM_PHYSNET_A"] if i % 3 else ())
+        fleet.allocate({root: {"VCPU": i + 2}, f"{root}-nic": {"SRIOV_NET_VF": i % 4 + 1}})
+    # (mv, query, answered by the fleetwide path: one provider per answer)
+    queries = [("1.26", "resources=VCPU:4", True),
+               ("1.26", "resources=VCPU:1,MEMORY_MB:512", False),  # tree-wide, two classes: combined
+               ("1.26", "resources=SRIOV_NET_VF:2", True),
+               ("1.26", f"resources=SRIOV_NET_VF:1&member_of={agg}", True),  # the root's aggregate counts
+               ("1.28", "resources1=SRIOV_NET_VF:1&required1=CUSTOM_PHYSNET_A", True),
+               ("1.28", "resources=VCPU:2&required=!COMPUTE_STATUS_DISABLED", True)]
+    for mv, query, direct in queries:
+        monkeypatch.setattr(fleetwide, "applies", lambda *a, **k: False)
+        probed = client.get(f"/allocation_candidates?{query}", mv=mv)
+        monkeypatch.undo()
+        calls = []
+        real = fleetwide.find
+        monkeypatch.setattr(fleetwide, "find", lambda *a, **k: calls.append(1) or real(*a, **k))
+        answered = client.get(f"/allocation_candidates?{query}", mv=mv)
+        monkeypatch.undo()
+        assert bool(calls) == direct, query
+        assert probed.status == answered.status == 200, (query, answered)
+        assert answered.json == probed.json, query
+        assert answered.json["allocation_requests"], query  # each query finds something
