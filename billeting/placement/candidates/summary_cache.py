@@ -240,14 +240,13 @@ def summarize(conn: Connection, rows: Sequence, classes=None,
     ``row_columns``), keyed by provider id, and their uuids. ``usage``: read
     by the caller in this transaction (``usage_of``), else read here."""
     cache = _cache(conn)
-    if usage is None:
-        usage = usage_of(conn, rows)
-    usage, custom_names = usage.by_provider, usage.custom_names
+    read = usage if usage is not None else usage_of(conn, rows)
+    used_by, custom_names = read.by_provider, read.custom_names
     if custom_names != cache.custom_names:
         cache.reset(custom_names)
     entries = cache.entries
     uuid_of = {row[0]: row[1] for row in rows}
-    maker = _Maker(conn, usage, uuid_of, classes)
+    maker = _Maker(conn, used_by, uuid_of, classes)
     by_id: dict[int, ProviderSummary] = {}
     stale = []
     get = entries.get
@@ -256,7 +255,7 @@ def summarize(conn: Connection, rows: Sequence, classes=None,
         entry = get(provider_id)
         if entry is None or entry.key != row[1:]:
             stale.append(row)
-        elif classes is None and provider_id not in usage and not entry.usage and entry.summary is not None:
+        elif classes is None and provider_id not in used_by and not entry.usage and entry.summary is not None:
             by_id[provider_id] = entry.summary  # the common case: nothing changed, nothing used
         else:
             by_id[provider_id] = maker.summary(row, entry)
