@@ -83,6 +83,10 @@ def test_listings_page_newest_first_and_build_only_their_page(plane_factory, mon
     kept = [i for i in newest_first if name_of[i] in ("vm0", "vm2", "vm4")]
     named = p.call("GET", "/v2.1/servers?name=vm%5B024%5D&limit=2").json  # vm[024]
     assert [s["id"] for s in named["servers"]] == kept[:2]
+    # Its next link keeps the filter: following it gives the same listing's next page.
+    href = named["servers_links"][0]["href"]
+    following = p.call("GET", href[href.index("/v2.1/"):]).json
+    assert [s["id"] for s in following["servers"]] == kept[2:] and "servers_links" not in following
     after = p.call("GET", f"/v2.1/servers?name=vm%5B024%5D&marker={kept[1]}").json
     assert [s["id"] for s in after["servers"]] == kept[2:]
     resp = p.call("GET", f"/v2.1/servers?name=vm%5B024%5D&marker={booted[1]}")  # vm1: filtered out

@@ -291,6 +291,10 @@ def test_os_migrations_filters_and_pages(moves):
     assert len(page["migrations"]) == 1 and page["migrations_links"][0]["rel"] == "next"
     rest = m.p.call("GET", f"/v2.1/os-migrations?limit=1&marker={page['migrations'][0]['uuid']}").json
     assert rest["migrations"][0]["uuid"] == everything[1]["uuid"]
+    # The next link keeps the listing's filters (as Nova's does).
+    filtered = m.p.call("GET", "/v2.1/os-migrations?migration_type=migration&limit=1").json
+    href = filtered["migrations_links"][0]["href"]
+    assert "migration_type=migration" in href and f"marker={filtered['migrations'][0]['uuid']}" in href
     old = m.p.call("GET", "/v2.1/os-migrations", headers={"OpenStack-API-Version": "compute 2.1"}).json
     assert "migration_type" not in old["migrations"][0] and "uuid" not in old["migrations"][0]
     assert isinstance(old["migrations"][0]["id"], int)

@@ -7,7 +7,7 @@ can show the same id, so clients that need a unique key use ``uuid`` (2.59+).
 """
 from __future__ import annotations
 
-from billeting.api.compute import views
+from billeting.api.compute import paging, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request, not_found
 from billeting.api.compute.lookup import find
@@ -98,18 +98,11 @@ class Migrations:
                 if marker not in uuids:
                     raise bad_request(f"Marker {marker} could not be found.")
                 found = found[uuids.index(marker) + 1:]
-            if params.get("limit") is not None:
-                try:
-                    limit = int(params["limit"])
-                except ValueError:
-                    raise bad_request("limit param must be an integer") from None
-                if limit < 0:
-                    raise bad_request("limit param must be positive")
-                if len(found) > limit:
-                    found = found[:limit]
-                    if found:
-                        links = [{"rel": "next", "href": f"{base_url(req)}/v2.1/os-migrations?limit={limit}"
-                                                         f"&marker={found[-1].uuid}"}]
+            limit = paging.limit_of(params)
+            if limit is not None and len(found) > limit:
+                found = found[:limit]
+                if found:
+                    links = paging.next_link(req, "os-migrations", limit, found[-1].uuid)
         ids = {f.name: f.id for f in flavors.listing(self.deps.api_engine)}
         base = base_url(req)
         resp.media = {"migrations": [_view(m, ctx, base, ids, owners.get(m.instance_uuid)) for m in found],

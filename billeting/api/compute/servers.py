@@ -10,7 +10,7 @@ import falcon
 import orjson
 from sqlalchemy import Connection
 
-from billeting.api.compute import name_filter, schemas, views
+from billeting.api.compute import name_filter, paging, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request
 from billeting.api.compute.lookup import Found, find, find_many
@@ -215,7 +215,7 @@ class Servers:
         wanted_deleted = str(params.get("deleted", "")).lower() in ("true", "1") or params.get("status") == "DELETED"
         found = [f for f in find_many(self.deps, mappings)
                  if wanted_deleted or f.record is None or f.record.vm_state.value != "deleted"]
-        limit = _limit(params.get("limit"))
+        limit = paging.limit_of(params)
         base = base_url(req)
         ids = flavor_ids(self.deps, ctx)
         faults = _faults(self.deps, found)
@@ -236,8 +236,8 @@ class Servers:
             if len(page) > limit:
                 page = page[:limit]
                 if page:
-                    path = "servers/detail" if detail else "servers"
-                    links = [{"rel": "next", "href": f"{base}/v2.1/{path}?limit={limit}&marker={page[-1][1]['id']}"}]
+                    links = paging.next_link(req, "servers/detail" if detail else "servers", limit,
+                                             page[-1][1]["id"])
         if detail:
             listed = [b for _, b in page]
         else:
@@ -282,18 +282,6 @@ class Servers:
         if not tests:
             return bodies
         return ((f, b) for f, b in bodies if all(test(f, b) for test in tests))
-
-
-def _limit(value) -> int | None:
-    if value is None:
-        return None
-    try:
-        n = int(value)
-    except ValueError:
-        raise bad_request("limit param must be an integer") from None
-    if n < 0:
-        raise bad_request("limit param must be positive")
-    return n
 
 
 def _after(bodies, marker: str):

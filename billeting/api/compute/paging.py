@@ -1,0 +1,33 @@
+"""Paged listings (``limit``, ``marker`` and the ``*_links`` "next" link),
+shared by every compute API collection that pages."""
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import falcon
+
+from billeting.api.compute.errors import bad_request
+
+
+def limit_of(params) -> int | None:
+    """The ``limit`` query parameter: None when absent, a 400 unless a
+    non-negative integer."""
+    value = params.get("limit")
+    if value is None:
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise bad_request("limit param must be an integer") from None
+    if n < 0:
+        raise bad_request("limit param must be positive")
+    return n
+
+
+def next_link(req: falcon.Request, path: str, limit: int, marker: str) -> list[dict]:
+    """The "next" link of a page cut at ``marker``: the same query (every
+    filter kept, as Nova does, so a client that follows it gets the same
+    listing's next page), with ``limit`` and ``marker`` set."""
+    kept = {k: v for k, v in req.params.items() if k not in ("limit", "marker")}
+    query = urlencode({**kept, "limit": limit, "marker": marker}, doseq=True)
+    return [{"rel": "next", "href": f"{req.prefix}/v2.1/{path}?{query}"}]
