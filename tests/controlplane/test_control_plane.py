@@ -121,6 +121,22 @@ def test_a_server_keeps_the_creation_time_the_api_gave_it(plane_factory, monkeyp
         assert datetime.datetime.fromisoformat(created.removesuffix("Z")) <= accepted_by, (server, created)
 
 
+def test_flavor_listings_page_like_nova(plane_factory):
+    p = plane_factory()
+    for i in range(3):
+        p.flavor(fid=str(i + 1), name=f"f{i + 1}", ram=1024 * (i + 1))
+    everything = [f["id"] for f in p.call("GET", "/v2.1/flavors").json["flavors"]]
+    first = p.call("GET", "/v2.1/flavors/detail?minRam=2048&limit=1").json
+    kept = [f for f in everything if f != "1"]
+    assert [f["id"] for f in first["flavors"]] == kept[:1]
+    href = first["flavors_links"][0]["href"]
+    assert "minRam=2048" in href  # the filter stays on the next page
+    following = p.call("GET", href[href.index("/v2.1/"):]).json
+    assert [f["id"] for f in following["flavors"]] == kept[1:] and "flavors_links" not in following
+    assert p.call("GET", "/v2.1/flavors?limit=-1").status_code == 400
+    assert p.call("GET", "/v2.1/flavors?limit=x").status_code == 400
+
+
 def test_a_multi_instance_request_is_one_scheduler_request(plane_factory):
     p = plane_factory(computes=2)
     p.flavor()

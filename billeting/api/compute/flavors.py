@@ -5,7 +5,7 @@ import uuid as uuidlib
 
 import falcon
 
-from billeting.api.compute import schemas, views
+from billeting.api.compute import paging, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, conflict, not_found
 from billeting.apidb import flavors
@@ -68,13 +68,14 @@ class Flavors:
             if marker not in ids:
                 raise bad_request(f"marker [{marker}] not found")
             found = found[ids.index(marker) + 1:]
-        if "limit" in req.params:
-            try:
-                found = found[:max(0, int(req.params["limit"]))]
-            except ValueError:
-                raise bad_request("limit param must be an integer") from None
+        limit = paging.limit_of(req.params)
+        links = []
+        if limit is not None and len(found) > limit:
+            found = found[:limit]
+            if found:
+                links = paging.next_link(req, "flavors/detail" if detail else "flavors", limit, found[-1].flavorid)
         resp.media = {"flavors": [views.flavor(f, version=ctx.version, base=req.prefix, detail=detail)
-                                  for f in found]}
+                                  for f in found], **({"flavors_links": links} if links else {})}
 
     def on_get(self, req, resp) -> None:
         self._list(req, resp, False)
