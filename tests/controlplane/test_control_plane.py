@@ -232,6 +232,21 @@ def test_server_groups_and_anti_affinity(plane_factory):
     assert p.call("DELETE", f"/v2.1/os-server-groups/{group['id']}").status_code == 204
 
 
+def test_server_group_listings_take_offset_and_limit(plane_factory):
+    p = plane_factory()
+    for name in ("a", "b", "c"):
+        r = p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": name, "policy": "affinity"}})
+        assert r.status_code == 200, r.text
+    everything = [g["name"] for g in p.call("GET", "/v2.1/os-server-groups").json["server_groups"]]
+    assert sorted(everything) == ["a", "b", "c"]
+    page = p.call("GET", "/v2.1/os-server-groups?offset=1&limit=1").json["server_groups"]
+    assert [g["name"] for g in page] == everything[1:2]
+    for query in ("limit=-1", "limit=x", "offset=-2", "offset=1.5"):
+        resp = p.call("GET", f"/v2.1/os-server-groups?{query}")
+        assert resp.status_code == 400, (query, resp.text)
+        assert "badRequest" in resp.json
+
+
 def test_min_count_below_max_count_still_needs_room_for_max_count(plane_factory):
     """Nova's scheduler places every one of ``max_count`` instances or none
     (its ``min_count`` only bounds what the quota check may cut ``max_count``

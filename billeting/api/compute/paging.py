@@ -12,15 +12,21 @@ from billeting.api.compute.errors import bad_request
 def limit_of(params) -> int | None:
     """The ``limit`` query parameter: None when absent, a 400 unless a
     non-negative integer."""
-    value = params.get("limit")
+    return count_of(params, "limit")
+
+
+def count_of(params, name: str) -> int | None:
+    """A count in the query (``limit``, ``offset``): None when absent, a 400
+    unless a non-negative integer."""
+    value = params.get(name)
     if value is None:
         return None
     try:
         n = int(value)
     except ValueError:
-        raise bad_request("limit param must be an integer") from None
+        raise bad_request(f"{name} param must be an integer") from None
     if n < 0:
-        raise bad_request("limit param must be positive")
+        raise bad_request(f"{name} param must be positive")
     return n
 
 

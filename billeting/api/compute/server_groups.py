@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import falcon
 
-from billeting.api.compute import schemas
+from billeting.api.compute import paging, schemas
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request, not_found
 from billeting.apidb import server_groups as store
@@ -37,10 +37,10 @@ class ServerGroups:
         all_projects = ctx.is_admin and req.params.get("all_projects", "").lower() in ("true", "1", "yes")
         found = run_read(self.deps.api_engine, lambda conn: store.list_groups(
             conn, project_id=None if all_projects else ctx.project_id))
-        offset = int(req.params.get("offset", 0) or 0) if str(req.params.get("offset", "0")).isdigit() else 0
-        found = found[offset:]
-        if str(req.params.get("limit", "")).isdigit():
-            found = found[:int(req.params["limit"])]
+        offset, limit = paging.count_of(req.params, "offset"), paging.limit_of(req.params)
+        found = found[offset or 0:]
+        if limit is not None:
+            found = found[:limit]
         resp.media = {"server_groups": [view(g, ctx) for g in found]}
 
     def on_post(self, req, resp) -> None:
