@@ -170,6 +170,22 @@ def test_a_disabled_compute_is_not_chosen(plane_factory):
     assert by_name["host2"]["vcpus_used"] >= 0
 
 
+def test_hypervisor_listings_page_from_2_33(plane_factory):
+    p = plane_factory(computes=3)
+    new = {"OpenStack-API-Version": "compute 2.53"}
+    everything = [h["id"] for h in p.call("GET", "/v2.1/os-hypervisors", headers=new).json["hypervisors"]]
+    assert len(everything) == 3
+    first = p.call("GET", "/v2.1/os-hypervisors?limit=2", headers=new).json
+    assert [h["id"] for h in first["hypervisors"]] == everything[:2]
+    href = first["hypervisors_links"][0]["href"]
+    rest = p.call("GET", href[href.index("/v2.1/"):], headers=new).json
+    assert [h["id"] for h in rest["hypervisors"]] == everything[2:] and "hypervisors_links" not in rest
+    assert p.call("GET", "/v2.1/os-hypervisors?marker=nope", headers=new).status_code == 400
+    assert p.call("GET", "/v2.1/os-hypervisors?limit=-1", headers=new).status_code == 400
+    old = {"OpenStack-API-Version": "compute 2.1"}  # before 2.33 nothing pages
+    assert len(p.call("GET", "/v2.1/os-hypervisors?limit=1", headers=old).json["hypervisors"]) == 3
+
+
 def test_errors_are_in_novas_format(plane_factory):
     p = plane_factory(computes=1)
     p.flavor()

@@ -64,10 +64,7 @@ class Flavors:
                 found = [f for f in found if getattr(f, attr) >= floor]
         marker = req.params.get("marker")
         if marker is not None:
-            ids = [f.flavorid for f in found]
-            if marker not in ids:
-                raise bad_request(f"marker [{marker}] not found")
-            found = found[ids.index(marker) + 1:]
+            found = list(paging.after(found, marker, lambda f: f.flavorid))
         limit = paging.limit_of(req.params)
         links = []
         if limit is not None and len(found) > limit:

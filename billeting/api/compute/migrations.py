@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from billeting.api.compute import paging, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
-from billeting.api.compute.errors import bad_request, not_found
+from billeting.api.compute.errors import not_found
 from billeting.api.compute.lookup import find
 from billeting.api.compute.servers import base_url
 from billeting.apidb import flavors, instance_mappings
@@ -94,10 +94,7 @@ class Migrations:
         if ctx.version.at_least(59):
             marker = params.get("marker")
             if marker is not None:
-                uuids = [m.uuid for m in found]
-                if marker not in uuids:
-                    raise bad_request(f"Marker {marker} could not be found.")
-                found = found[uuids.index(marker) + 1:]
+                found = list(paging.after(found, marker, lambda m: m.uuid, f"Marker {marker} could not be found."))
             limit = paging.limit_of(params)
             if limit is not None and len(found) > limit:
                 found = found[:limit]

@@ -2,11 +2,15 @@
 shared by every compute API collection that pages."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 from urllib.parse import urlencode
 
 import falcon
 
 from billeting.api.compute.errors import bad_request
+
+T = TypeVar("T")
 
 
 def limit_of(params) -> int | None:
@@ -37,3 +41,14 @@ def next_link(req: falcon.Request, path: str, limit: int, marker: str) -> list[d
     kept = {k: v for k, v in req.params.items() if k not in ("limit", "marker")}
     query = urlencode({**kept, "limit": limit, "marker": marker}, doseq=True)
     return [{"rel": "next", "href": f"{req.prefix}/v2.1/{path}?{query}"}]
+
+
+def after(items: Iterable[T], marker: str, id_of: Callable[[T], str], missing: str | None = None) -> Iterator[T]:
+    """What follows the item ``marker`` in ``items``, lazily; a 400 (``missing``,
+    else Nova's usual text) when ``items`` do not hold it."""
+    rest = iter(items)
+    for item in rest:
+        if id_of(item) == marker:
+            yield from rest
+            return
+    raise bad_request(missing or f"marker [{marker}] not found")

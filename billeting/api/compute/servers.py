@@ -226,7 +226,7 @@ class Servers:
         bodies = self._filter(ctx, bodies, params)
         marker = params.get("marker")
         if marker is not None:
-            bodies = _after(bodies, marker)
+            bodies = paging.after(bodies, marker, lambda fb: fb[1]["id"])
         links = []
         if limit is None:
             page = list(bodies)
@@ -282,17 +282,6 @@ class Servers:
         if not tests:
             return bodies
         return ((f, b) for f, b in bodies if all(test(f, b) for test in tests))
-
-
-def _after(bodies, marker: str):
-    """What follows the server ``marker`` in the listing; a 400 when the
-    listing does not hold it."""
-    rest = iter(bodies)
-    for _, b in rest:
-        if b["id"] == marker:
-            yield from rest
-            return
-    raise bad_request(f"marker [{marker}] not found")
 
 
 class Server:

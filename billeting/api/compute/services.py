@@ -6,7 +6,7 @@ import uuid as uuidlib
 
 import falcon
 
-from billeting.api.compute import schemas, views
+from billeting.api.compute import paging, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request, not_found
 from billeting.cells import services as svc
@@ -174,7 +174,18 @@ class Hypervisors:
         pattern = req.params.get("hypervisor_hostname_pattern")
         if pattern:
             bodies = [b for b in bodies if pattern in b["hypervisor_hostname"]]
-        resp.media = {"hypervisors": bodies}
+        links = []
+        if ctx.version.at_least(33):  # paging (the marker: an id, a uuid from 2.53 on)
+            marker = req.params.get("marker")
+            if marker is not None:
+                bodies = list(paging.after(bodies, marker, lambda b: str(b["id"])))
+            limit = paging.limit_of(req.params)
+            if limit is not None and len(bodies) > limit:
+                bodies = bodies[:limit]
+                if bodies:
+                    links = paging.next_link(req, "os-hypervisors/detail" if detail else "os-hypervisors", limit,
+                                             str(bodies[-1]["id"]))
+        resp.media = {"hypervisors": bodies, **({"hypervisors_links": links} if links else {})}
 
     def on_get(self, req, resp) -> None:
         self._list(req, resp, False)
