@@ -65,12 +65,8 @@ class Flavors:
         marker = req.params.get("marker")
         if marker is not None:
             found = list(paging.after(found, marker, lambda f: f.flavorid))
-        limit = paging.limit_of(req.params)
-        links = []
-        if limit is not None and len(found) > limit:
-            found = found[:limit]
-            if found:
-                links = paging.next_link(req, "flavors/detail" if detail else "flavors", limit, found[-1].flavorid)
+        found, links = paging.cut(found, req, "flavors/detail" if detail else "flavors", paging.limit_of(req.params),
+                                  lambda f: f.flavorid)
         resp.media = {"flavors": [views.flavor(f, version=ctx.version, base=req.prefix, detail=detail)
                                   for f in found], **({"flavors_links": links} if links else {})}
 

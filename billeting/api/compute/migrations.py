@@ -95,11 +95,7 @@ class Migrations:
             marker = params.get("marker")
             if marker is not None:
                 found = list(paging.after(found, marker, lambda m: m.uuid, f"Marker {marker} could not be found."))
-            limit = paging.limit_of(params)
-            if limit is not None and len(found) > limit:
-                found = found[:limit]
-                if found:
-                    links = paging.next_link(req, "os-migrations", limit, found[-1].uuid)
+            found, links = paging.cut(found, req, "os-migrations", paging.limit_of(params), lambda m: m.uuid)
         ids = {f.name: f.id for f in flavors.listing(self.deps.api_engine)}
         base = base_url(req)
         resp.media = {"migrations": [_view(m, ctx, base, ids, owners.get(m.instance_uuid)) for m in found],

@@ -43,6 +43,15 @@ def next_link(req: falcon.Request, path: str, limit: int, marker: str) -> list[d
     return [{"rel": "next", "href": f"{req.prefix}/v2.1/{path}?{query}"}]
 
 
+def cut(items: list[T], req: falcon.Request, path: str, limit: int | None,
+        id_of: Callable[[T], str]) -> tuple[list[T], list[dict]]:
+    """(the first ``limit`` of ``items``, the next link when more follow)."""
+    if limit is None or len(items) <= limit:
+        return items, []
+    items = items[:limit]
+    return items, next_link(req, path, limit, id_of(items[-1])) if items else []
+
+
 def after(items: Iterable[T], marker: str, id_of: Callable[[T], str], missing: str | None = None) -> Iterator[T]:
     """What follows the item ``marker`` in ``items``, lazily; a 400 (``missing``,
     else Nova's usual text) when ``items`` do not hold it."""

@@ -179,12 +179,8 @@ class Hypervisors:
             marker = req.params.get("marker")
             if marker is not None:
                 bodies = list(paging.after(bodies, marker, lambda b: str(b["id"])))
-            limit = paging.limit_of(req.params)
-            if limit is not None and len(bodies) > limit:
-                bodies = bodies[:limit]
-                if bodies:
-                    links = paging.next_link(req, "os-hypervisors/detail" if detail else "os-hypervisors", limit,
-                                             str(bodies[-1]["id"]))
+            bodies, links = paging.cut(bodies, req, "os-hypervisors/detail" if detail else "os-hypervisors",
+                                       paging.limit_of(req.params), lambda b: str(b["id"]))
         resp.media = {"hypervisors": bodies, **({"hypervisors_links": links} if links else {})}
 
     def on_get(self, req, resp) -> None:
