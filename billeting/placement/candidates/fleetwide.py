@@ -23,10 +23,11 @@ would only add rows to send.
 """
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Connection, Integer, and_, or_, select
+from sqlalchemy import BigInteger, Connection, Integer, and_, select
 
 from billeting.placement.candidates import sql, summary_cache
 from billeting.placement.candidates.model import CandidateRequest, RequestGroup
+
 
 def applies(conn: Connection, *, bounded: bool, sample: bool, flat_summaries: bool) -> bool:
     """Whether ``find`` answers this direct query: unbounded, not sampled,
@@ -52,14 +53,13 @@ def _query(plan: sql.Plan, group: RequestGroup, tree_wide: bool, request: Candid
             inv = sql.INV.alias(f"cap{position}")  # (built on a statement cache miss only)
             # The unit checks stay in SQL: they need nothing but the row.
             joins.append((inv, and_(inv.c.resource_provider_id == p.c.id, inv.c.resource_class_id == rc,
-                                    inv.c.min_unit <= low, inv.c.max_unit >= high,
-                                    or_(inv.c.step_size == 1, step % inv.c.step_size == 0))))
+                                    *sql.unit_fits(inv, low, high, step))))
     if not plan.build:
         return None
     source = p
     for inv, on in joins:
         source = source.join(inv, on)
-    capacities = [((inv.c.total - inv.c.reserved) * inv.c.allocation_ratio) for inv, _ in joins]
+    capacities = [sql.capacity_of(inv) for inv, _ in joins]
     return (select(*summary_cache.row_columns(p, plan.dialect), *capacities)
             .select_from(source).where(*conds).order_by(p.c.id))
 

@@ -220,6 +220,25 @@ def both(conds: list) -> ColumnElement[bool]:
 
 # --- capacity ---------------------------------------------------------------
 
+def unit_fits(inv, low, high, step) -> list:
+    """The inventory row ``inv`` takes an amount in one allocation (bound as
+    ``low``, ``high`` and ``step``): within min_unit..max_unit, a multiple of
+    step_size. Every capacity form tests units with these same conditions."""
+    return [
+        inv.c.min_unit <= low,
+        inv.c.max_unit >= high,
+        # Same as the modulo alone, but the planner can estimate it (step
+        # sizes are nearly always 1); a guessed 0.5% selectivity otherwise
+        # turns every join into a nested loop.
+        or_(inv.c.step_size == 1, step % inv.c.step_size == 0),
+    ]
+
+
+def capacity_of(inv):
+    """What the inventory row ``inv`` can hold: (total - reserved) * allocation_ratio."""
+    return (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio
+
+
 def serves(plan: Plan, id_col, rc_id: int, amount: int, form: Form):
     """The provider in ``id_col`` can take ``amount`` of ``rc_id`` (spec 1.2 admission test)."""
     plan.mark("serves", form)
@@ -232,16 +251,8 @@ def serves(plan: Plan, id_col, rc_id: int, amount: int, form: Form):
     if not plan.build:
         return None
     inv, alloc = _INV, _ALLOC
-    fits = [
-        inv.c.resource_class_id == rc,
-        inv.c.min_unit <= low,
-        inv.c.max_unit >= high,
-        # Same as the modulo alone, but the planner can estimate it (step
-        # sizes are nearly always 1); a guessed 0.5% selectivity otherwise
-        # turns every join into a nested loop.
-        or_(inv.c.step_size == 1, step % inv.c.step_size == 0),
-    ]
-    capacity = (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio
+    fits = [inv.c.resource_class_id == rc, *unit_fits(inv, low, high, step)]
+    capacity = capacity_of(inv)
     if form.correlated:
         used = (select(cast(func.coalesce(func.sum(alloc.c.used), 0), BigInteger))
                 .where(alloc.c.resource_provider_id == inv.c.resource_provider_id,
@@ -281,12 +292,11 @@ def serving_window(plan: Plan, low, high, resources: dict[int, int]):
         low_unit, high_unit, step = (plan.bind(amount, BigInteger) for _ in range(3))
         if plan.build:
             parts.append(select(inv.c.resource_provider_id.label("rp"), inv.c.resource_class_id.label("rc"),
-                                ((inv.c.total - inv.c.reserved) * inv.c.allocation_ratio).label("cap"),
+                                capacity_of(inv).label("cap"),
                                 cast(null(), BigInteger).label("used"))
                          .where(inv.c.resource_class_id == rc, inv.c.resource_provider_id > low,
                                 inv.c.resource_provider_id <= high,
-                                inv.c.min_unit <= low_unit, inv.c.max_unit >= high_unit,
-                                or_(inv.c.step_size == 1, step % inv.c.step_size == 0)))
+                                *unit_fits(inv, low_unit, high_unit, step)))
         rc_again = plan.bind(rc_id, Integer)
         rc_cap = plan.bind(rc_id, Integer)
         need = plan.bind(amount, BigInteger)
