@@ -62,11 +62,7 @@ class Flavors:
                 except ValueError:
                     raise bad_request(f"Invalid {key} filter [{req.params[key]}]") from None
                 found = [f for f in found if getattr(f, attr) >= floor]
-        marker = req.params.get("marker")
-        if marker is not None:
-            found = list(paging.after(found, marker, lambda f: f.flavorid))
-        found, links = paging.cut(found, req, "flavors/detail" if detail else "flavors", paging.limit_of(req.params),
-                                  lambda f: f.flavorid)
+        found, links = paging.page(found, req, "flavors/detail" if detail else "flavors", lambda f: f.flavorid)
         resp.media = {"flavors": [views.flavor(f, version=ctx.version, base=req.prefix, detail=detail)
                                   for f in found], **({"flavors_links": links} if links else {})}
 

@@ -92,10 +92,8 @@ class Migrations:
                     found = [m for m in found if owners.get(m.instance_uuid, (None, None))[index] == params[key]]
         links = []
         if ctx.version.at_least(59):
-            marker = params.get("marker")
-            if marker is not None:
-                found = list(paging.after(found, marker, lambda m: m.uuid, f"Marker {marker} could not be found."))
-            found, links = paging.cut(found, req, "os-migrations", paging.limit_of(params), lambda m: m.uuid)
+            found, links = paging.page(found, req, "os-migrations", lambda m: m.uuid,
+                                       f"Marker {params.get('marker')} could not be found.")
         ids = {f.name: f.id for f in flavors.listing(self.deps.api_engine)}
         base = base_url(req)
         resp.media = {"migrations": [_view(m, ctx, base, ids, owners.get(m.instance_uuid)) for m in found],

@@ -43,6 +43,16 @@ def next_link(req: falcon.Request, path: str, limit: int, marker: str) -> list[d
     return [{"rel": "next", "href": f"{req.prefix}/v2.1/{path}?{query}"}]
 
 
+def page(items: list[T], req: falcon.Request, path: str, id_of: Callable[[T], str],
+         missing: str | None = None) -> tuple[list[T], list[dict]]:
+    """A listing's page by its query: what follows ``marker`` (a 400, ``missing``,
+    when absent), cut at ``limit``; (the page, its next link)."""
+    marker = req.params.get("marker")
+    if marker is not None:
+        items = list(after(items, marker, id_of, missing))
+    return cut(items, req, path, limit_of(req.params), id_of)
+
+
 def cut(items: list[T], req: falcon.Request, path: str, limit: int | None,
         id_of: Callable[[T], str]) -> tuple[list[T], list[dict]]:
     """(the first ``limit`` of ``items``, the next link when more follow)."""

@@ -176,11 +176,8 @@ class Hypervisors:
             bodies = [b for b in bodies if pattern in b["hypervisor_hostname"]]
         links = []
         if ctx.version.at_least(33):  # paging (the marker: an id, a uuid from 2.53 on)
-            marker = req.params.get("marker")
-            if marker is not None:
-                bodies = list(paging.after(bodies, marker, lambda b: str(b["id"])))
-            bodies, links = paging.cut(bodies, req, "os-hypervisors/detail" if detail else "os-hypervisors",
-                                       paging.limit_of(req.params), lambda b: str(b["id"]))
+            bodies, links = paging.page(bodies, req, "os-hypervisors/detail" if detail else "os-hypervisors",
+                                        lambda b: str(b["id"]))
         resp.media = {"hypervisors": bodies, **({"hypervisors_links": links} if links else {})}
 
     def on_get(self, req, resp) -> None:
