@@ -27,7 +27,10 @@ cannot constrain which host an instance uses, so both figures ignore them.
 from __future__ import annotations
 
 import math
+import os
 import random
+import sys
+import threading
 import time
 from collections import Counter
 
@@ -126,6 +129,34 @@ class _Problem:
         return math.ceil(max(need, default=0.0) - _EPS)
 
 
+_BANNER_LOCK = threading.Lock()
+_BANNER_SHOWN = False
+
+
+def _new_highs(highspy):
+    """A silent solver. HiGHS prints its banner on the process's stdout when
+    the first solver is made, before any option can stop it, which would land
+    in the middle of the simulator's table (and of ``--quiet``); that one
+    construction runs with file descriptor 1 pointed at /dev/null."""
+    global _BANNER_SHOWN
+    with _BANNER_LOCK:
+        if _BANNER_SHOWN:
+            h = highspy.Highs()
+        else:
+            sys.stdout.flush()
+            saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, 1)
+                h = highspy.Highs()
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+                os.close(null)
+            _BANNER_SHOWN = True
+    h.silent()
+    return h
+
+
 def _lp_bound(prob: _Problem, time_limit_s: float) -> tuple[int | None, str]:
     try:
         import highspy
@@ -159,8 +190,7 @@ def _lp_bound(prob: _Problem, time_limit_s: float) -> tuple[int | None, str]:
                 rows.append((-np.inf, 0.0, [col_of[(k, t)] for k in big] + [t],
                              [1.0] * len(big) + [-1.0]))
 
-    h = highspy.Highs()
-    h.silent()
+    h = _new_highs(highspy)
     h.setOptionValue("time_limit", float(time_limit_s))
     h.addCols(ncol, cost, lower, upper, 0, np.array([], dtype=np.int32),
               np.array([], dtype=np.int32), np.array([], dtype=float))

@@ -31,14 +31,37 @@ exits 2.
 from __future__ import annotations
 
 import csv
+import functools
+import math
+import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
+import os_traits
+from msgspec import Meta
 
 DESIGNS = ("legacy", "conductor-claims", "scheduler-claims")
 LEVELS = ("host", "rack", "row", "room", "cell")
+
+
+# Bounds every amount is checked against when the file is read, so a bad
+# value is a one-line error naming its key, not a traceback from Placement
+# half-way through building the fleet. Amounts end up as Placement
+# inventories and allocations, whose ceiling is 2**31 - 1.
+MAX_AMOUNT = 2**31 - 1
+# The fleet is built in memory and in Placement before the run: beyond this
+# it would exhaust memory long before it answered (scale-5k has 5,000).
+MAX_HOSTS = 200_000
+
+Count = Annotated[int, Meta(ge=0, le=MAX_AMOUNT)]        # zero or more
+Amount = Annotated[int, Meta(ge=1, le=MAX_AMOUNT)]       # one or more
+Ratio = Annotated[float, Meta(gt=0)]
+Seconds = Annotated[float, Meta(ge=0)]
+
+_TRAIT = re.compile(r"^CUSTOM_[A-Z0-9_]+$")
+_NAME_PART = re.compile(r"^[A-Z0-9_]+$")  # what follows CUSTOM_ in a trait or class name
 
 
 class ScenarioError(Exception):
@@ -47,21 +70,21 @@ class ScenarioError(Exception):
 
 class HostShape(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: str
-    count: int
+    count: Annotated[int, Meta(ge=1, le=MAX_HOSTS)]
     kind: Literal["flat", "numa", "gpu-nic", "ironic"] = "flat"
-    vcpus: int = 32
-    memory_mb: int = 131072
-    disk_gb: int = 2000
-    cpu_allocation_ratio: float = 1.0
-    ram_allocation_ratio: float = 1.0
-    reserved_memory_mb: int = 0
+    vcpus: Count = 32
+    memory_mb: Count = 131072
+    disk_gb: Count = 2000
+    cpu_allocation_ratio: Ratio = 1.0
+    ram_allocation_ratio: Ratio = 1.0
+    reserved_memory_mb: Count = 0
     traits: list[str] = []
-    numa_nodes: int = 2            # kind = "numa": VCPU and MEMORY_MB split over this many children
-    gpus: int = 0                  # kind = "gpu-nic": children with VGPU inventory
-    vgpus_per_gpu: int = 4
-    nics: int = 0                  # kind = "gpu-nic": SR-IOV PF children with VFs and bandwidth
-    vfs_per_nic: int = 8
-    nic_bandwidth_kbps: int = 10_000_000
+    numa_nodes: Annotated[int, Meta(ge=1, le=64)] = 2  # kind = "numa": VCPU and MEMORY_MB split over this many children
+    gpus: Annotated[int, Meta(ge=0, le=64)] = 0        # kind = "gpu-nic": children with VGPU inventory
+    vgpus_per_gpu: Amount = 4
+    nics: Annotated[int, Meta(ge=0, le=64)] = 0        # kind = "gpu-nic": SR-IOV PF children with VFs and bandwidth
+    vfs_per_nic: Amount = 8
+    nic_bandwidth_kbps: Amount = 10_000_000
     physnet: str = "PHYSNET0"
     node_class: str = "BAREMETAL"  # kind = "ironic": one CUSTOM_<class> unit per node
     # Share DISK_GB from the fleet's sharing providers instead of local disk.
@@ -72,7 +95,7 @@ class SharingProvider(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     """A provider whose inventory the hosts of one cell share via an aggregate."""
     name: str
     cell: int = 1                 # 1-based cell number
-    disk_gb: int = 100_000
+    disk_gb: Amount = 100_000
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -86,12 +109,12 @@ class Fleet(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tru
 
 class FlavorSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: str
-    vcpus: int = 0
-    memory_mb: int = 0
-    root_gb: int = 0
-    ephemeral_gb: int = 0
-    weight: float = 1.0
-    instances: int = 1            # instances per request (multi-create)
+    vcpus: Count = 0
+    memory_mb: Count = 0
+    root_gb: Count = 0
+    ephemeral_gb: Count = 0
+    weight: Annotated[float, Meta(ge=0)] = 1.0
+    instances: Annotated[int, Meta(ge=1, le=1000)] = 1  # instances per request (multi-create)
     extra_specs: dict[str, str] = {}
     image_traits: list[str] = []  # image property trait:T=required
 
@@ -101,22 +124,22 @@ class GroupSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     name: str
     policy: Literal["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]
     flavor: str
-    size: int = 2
+    size: Annotated[int, Meta(ge=1, le=1000)] = 2
     scope: str = "host"
-    max_server_per_host: int = 1
-    weight: float = 1.0
+    max_server_per_host: Amount = 1
+    weight: Annotated[float, Meta(ge=0)] = 1.0
     together: bool = True         # one multi-instance request; False: members one by one
 
 
 class Burst(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    at_s: float
-    count: int
+    at_s: Seconds
+    count: Count
 
 
 class Arrivals(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    requests: int = 100
-    rate_per_s: float = 10.0       # Poisson arrivals
-    max_in_flight: int = 50
+    requests: Count = 100
+    rate_per_s: Ratio = 10.0       # Poisson arrivals
+    max_in_flight: Amount = 50
     bursts: list[Burst] = []
     trace: str | None = None       # CSV: arrival_s,flavor,lifetime_s,group (relative to the scenario)
     # Fill the fleet to this fraction (by the scarcest class of each host)
@@ -129,41 +152,41 @@ class Arrivals(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 class Lifetimes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     distribution: Literal["forever", "fixed", "exponential", "lognormal"] = "exponential"
-    mean_s: float = 600.0
-    sigma: float = 1.0             # lognormal only
+    mean_s: Ratio = 600.0
+    sigma: Annotated[float, Meta(ge=0)] = 1.0  # lognormal only
 
 
 class HostDown(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     host: int                      # index of the host in the fleet (0-based, build order)
-    at_s: float
+    at_s: Seconds
 
 
 class Failures(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    build_failure_pct: float = 0.0
-    bad_hosts: int = 0             # hosts (chosen by the seed) on which every build fails
+    build_failure_pct: Annotated[float, Meta(ge=0, le=100)] = 0.0
+    bad_hosts: Count = 0           # hosts (chosen by the seed) on which every build fails
     down: list[HostDown] = []
 
 
 class Timing(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Virtual durations."""
-    placement_latency_ms: float = 2.0   # each Placement call (slow Placement: raise it)
-    rpc_latency_ms: float = 5.0         # each cast between services
-    scheduler_think_ms: float = 5.0     # scheduler work between candidates and claim
-    build_s: float = 30.0               # mean build time on a compute
-    build_jitter: float = 0.3           # uniform +- this fraction
-    fill_sample_s: float = 10.0         # spacing of the fill-over-time points
+    placement_latency_ms: Seconds = 2.0   # each Placement call (slow Placement: raise it)
+    rpc_latency_ms: Seconds = 5.0         # each cast between services
+    scheduler_think_ms: Seconds = 5.0     # scheduler work between candidates and claim
+    build_s: Seconds = 30.0               # mean build time on a compute
+    build_jitter: Annotated[float, Meta(ge=0, lt=1)] = 0.3  # uniform +- this fraction
+    fill_sample_s: Ratio = 10.0           # spacing of the fill-over-time points
 
 
 class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     name: str
     design: Literal["legacy", "conductor-claims", "scheduler-claims"]
-    alternates: int = 2
-    max_attempts: int = 3
-    host_subset_size: int = 1
-    schedulers: int = 1
+    alternates: Annotated[int, Meta(ge=0, le=1000)] = 2
+    max_attempts: Annotated[int, Meta(ge=1, le=1000)] = 3
+    host_subset_size: Amount = 1
+    schedulers: Annotated[int, Meta(ge=1, le=1000)] = 1
     weigher: Literal["spread", "pack"] = "spread"
     # conductor-claims: hosts the scheduler ranks for the super conductor to claim down.
-    ranked: int = 10
+    ranked: Annotated[int, Meta(ge=1, le=MAX_AMOUNT)] = 10
     # Where the scheduler takes alternates from ("spread" or "next"; see
     # SchedulerSettings.alternates_from). Default: "next" for legacy and
     # conductor-claims (upstream's ranked list), the scheduler's own default
@@ -200,7 +223,7 @@ class Scenario(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     flavors: list[FlavorSpec]
     designs: list[DesignSpec]
     seed: int = 1
-    candidates_limit: int = 1000
+    candidates_limit: Amount = 1000
     description: str = ""
     groups: list[GroupSpec] = []
     arrivals: Arrivals = Arrivals()
@@ -286,6 +309,10 @@ def check(s: Scenario) -> list[str]:
             out.append(f"fleet.hosts[{i}]: vcpus and memory_mb must be positive")
         if h.shared_disk and not any(sp.cell <= s.fleet.cells for sp in s.fleet.sharing):
             out.append(f"fleet.hosts[{i}].shared_disk: the fleet has no sharing provider")
+    if s.host_count > MAX_HOSTS:
+        out.append(f"fleet.hosts: {s.host_count:,} hosts in all, more than the simulator builds ({MAX_HOSTS:,})")
+    for i, h in enumerate(s.fleet.hosts):
+        out += _shape_problems(f"fleet.hosts[{i}]", h)
     for i, sp in enumerate(s.fleet.sharing):
         if not 1 <= sp.cell <= s.fleet.cells:
             out.append(f"fleet.sharing[{i}].cell: must be between 1 and fleet.cells ({s.fleet.cells})")
@@ -300,6 +327,7 @@ def check(s: Scenario) -> list[str]:
     for i, f in enumerate(s.flavors):
         if f.weight < 0 or f.instances < 1:
             out.append(f"flavors[{i}]: weight must be >= 0 and instances >= 1")
+        out += _flavor_problems(f"flavors[{i}]", f)
     for i, g in enumerate(s.groups):
         if g.flavor not in names:
             out.append(f"groups[{i}].flavor: no flavor named {g.flavor!r}")
@@ -313,6 +341,21 @@ def check(s: Scenario) -> list[str]:
             out.append(f"arrivals.trace row {i + 2}: no flavor named {row.flavor!r}")
         if row.group and row.group.split("#", 1)[0] not in group_names:
             out.append(f"arrivals.trace row {i + 2}: no group named {row.group.split('#', 1)[0]!r}")
+    out += _finite("arrivals", s.arrivals) + _finite("lifetimes", s.lifetimes) + _finite("failures", s.failures)
+    out += _finite("timing", s.timing)
+    for i, b in enumerate(s.arrivals.bursts):
+        out += _finite(f"arrivals.bursts[{i}]", b)
+    for i, g in enumerate(s.groups):
+        out += _finite(f"groups[{i}]", g)
+    for i, d in enumerate(s.failures.down):
+        out += _finite(f"failures.down[{i}]", d)
+    for i, d in enumerate(s.designs):
+        out += [f"designs[{i}].multipliers.{k}: must be a finite number" for k, v in d.multipliers.items()
+                if not math.isfinite(v)]
+    for i, row in enumerate(s.trace):
+        if not math.isfinite(row.arrival_s) or row.arrival_s < 0 or (
+                row.lifetime_s is not None and not (math.isfinite(row.lifetime_s) and row.lifetime_s >= 0)):
+            out.append(f"arrivals.trace row {i + 2}: arrival_s and lifetime_s must be finite and >= 0")
     a = s.arrivals
     if a.requests < 0 or a.rate_per_s <= 0 or a.max_in_flight < 1:
         out.append("arrivals: requests >= 0, rate_per_s > 0 and max_in_flight >= 1")
@@ -337,6 +380,59 @@ def check(s: Scenario) -> list[str]:
     for i, d in enumerate(s.designs):
         if d.alternates < 0 or d.max_attempts < 1 or d.host_subset_size < 1 or d.schedulers < 1 or d.ranked < 1:
             out.append(f"designs[{i}]: alternates >= 0, max_attempts, host_subset_size, schedulers, ranked >= 1")
+    return out
+
+
+def _finite(where: str, struct) -> list[str]:
+    """TOML has ``inf`` and ``nan``; no duration, rate or ratio here may be either."""
+    return [f"{where}.{name}: must be a finite number" for name in struct.__struct_fields__
+            if isinstance(value := getattr(struct, name), float) and not math.isfinite(value)]
+
+
+def _trait_problem(where: str, name: str) -> str | None:
+    if _TRAIT.match(name) or name in _standard_traits():
+        return None
+    return f"{where}: {name!r} is neither a standard trait nor CUSTOM_ followed by A-Z, 0-9 or _"
+
+
+@functools.cache
+def _standard_traits() -> frozenset[str]:
+    return frozenset(os_traits.get_traits())
+
+
+def _shape_problems(where: str, h: HostShape) -> list[str]:
+    out = _finite(where, h)
+    out += [p for t in h.traits if (p := _trait_problem(f"{where}.traits", t))]
+    if h.kind == "ironic":
+        if not _NAME_PART.match(h.node_class):
+            out.append(f"{where}.node_class: A-Z, 0-9 and _ only (it becomes CUSTOM_{h.node_class})")
+        return out
+    if not h.shared_disk and h.disk_gb < 1:
+        out.append(f"{where}.disk_gb: must be at least 1 (or shared_disk = true)")
+    if h.reserved_memory_mb > h.memory_mb:
+        out.append(f"{where}.reserved_memory_mb: more than memory_mb")
+    if h.kind == "numa" and min(h.vcpus, h.memory_mb) < h.numa_nodes:
+        out.append(f"{where}: vcpus and memory_mb must be at least numa_nodes ({h.numa_nodes})")
+    if h.kind == "gpu-nic" and h.nics and not _NAME_PART.match(h.physnet):
+        out.append(f"{where}.physnet: A-Z, 0-9 and _ only (it becomes the trait CUSTOM_{h.physnet})")
+    return out
+
+
+def _flavor_problems(where: str, f: FlavorSpec) -> list[str]:
+    from billeting.scheduler.nova import Flavor, Image, resource_groups
+
+    out = _finite(where, f)
+    out += [p for t in f.image_traits if (p := _trait_problem(f"{where}.image_traits", t))]
+    for key, value in f.extra_specs.items():
+        if key.startswith("trait") and ":" in key and value in ("required", "forbidden"):
+            if problem := _trait_problem(f"{where}.extra_specs", key.split(":", 1)[1]):
+                out.append(problem)
+    image = Image(properties={f"trait:{t}": "required" for t in f.image_traits}) if f.image_traits else None
+    groups, _policy = resource_groups(Flavor(vcpus=f.vcpus, memory_mb=f.memory_mb, root_gb=f.root_gb,
+                                             ephemeral_gb=f.ephemeral_gb, name=f.name,
+                                             extra_specs=f.extra_specs), image)
+    if not any(g.resources for g in groups):
+        out.append(f"{where}: asks for no resources (vcpus, memory_mb, root_gb and extra specs all zero)")
     return out
 
 

@@ -184,3 +184,18 @@ def test_time_limit_is_said_and_keeps_a_true_packing():
     assert "stopped at the time limit" in b.solver
     assert b.compaction is not None and b.lp_bound is not None
     assert b.lp_bound <= b.compaction <= 200
+
+
+def test_the_solver_prints_nothing_on_stdout():
+    """HiGHS prints a banner when a process makes its first solver; it would
+    land in the middle of `billeting simulate`'s table (a fresh process, as the
+    banner shows once per process)."""
+    import subprocess
+    import sys
+
+    code = ("from tests.sim.test_packing import hosts, vms; from billeting.sim.packing import bounds; "
+            "fleet = hosts(4); b = bounds(fleet, vms([(8, 32_000)] * 4, fleet)); print('bound', b.lp_bound)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=__file__.rsplit("/tests/", 1)[0])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "bound 2\n", out.stdout

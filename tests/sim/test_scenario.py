@@ -37,12 +37,46 @@ def test_a_good_scenario_loads_with_defaults(tmp_path):
     (('design = "scheduler-claims"', 'design = "magic"'), "designs[0].design"),
     (("count = 3", "count = 0"), "fleet.hosts[0].count"),
     (('name = "sc"', 'name = "sc"\nalternates = -1'), "designs[0]"),
+    # Values Placement would refuse half-way through building the fleet (a traceback before).
+    (("count = 3", "count = 3\ndisk_gb = -1"), "fleet.hosts[0].disk_gb"),
+    (("count = 3", "count = 3\ncpu_allocation_ratio = -1.0"), "fleet.hosts[0].cpu_allocation_ratio"),
+    (("count = 3", "count = 3\ncpu_allocation_ratio = inf"), "fleet.hosts[0].cpu_allocation_ratio"),
+    (("count = 3", "count = 3\nreserved_memory_mb = 999999999"), "fleet.hosts[0].reserved_memory_mb"),
+    (("count = 3", 'count = 3\ntraits = ["lowercase"]'), "fleet.hosts[0].traits"),
+    (("count = 3", 'count = 3\nkind = "ironic"\nnode_class = "gold-1"'), "fleet.hosts[0].node_class"),
+    (("count = 3", 'count = 3\nkind = "numa"\nvcpus = 1\nnuma_nodes = 2'), "fleet.hosts[0]"),
+    (("count = 3", 'count = 3\nkind = "gpu-nic"\nnics = 1\nphysnet = "net 0"'), "fleet.hosts[0].physnet"),
+    # A fleet too large to build, and a division by zero or a negative duration at run time.
+    (("count = 3", "count = 99999999999"), "fleet.hosts[0].count"),
+    (("count = 3", "count = 150000\n[[fleet.hosts]]\nname = \"g\"\ncount = 150000"), "fleet.hosts"),
+    (("[[designs]]", "[lifetimes]\nmean_s = 0\n[[designs]]"), "lifetimes.mean_s"),
+    (("[[designs]]", "[lifetimes]\nmean_s = nan\n[[designs]]"), "lifetimes.mean_s"),
+    (("[[designs]]", "[arrivals]\nrate_per_s = inf\n[[designs]]"), "arrivals.rate_per_s"),
+    (("[[designs]]", "[arrivals]\nbursts = [{at_s = -1.0, count = 3}]\n[[designs]]"), "arrivals.bursts[0].at_s"),
+    (("[[designs]]", "[timing]\nfill_sample_s = 0\n[[designs]]"), "timing.fill_sample_s"),
+    (("[[designs]]", "[timing]\nbuild_jitter = 2\n[[designs]]"), "timing.build_jitter"),
+    (("[[designs]]", "[timing]\nbuild_s = -5\n[[designs]]"), "timing.build_s"),
+    (('name = "sc"', 'name = "sc"\nmultipliers = {ram_weight_multiplier = nan}'), "designs[0].multipliers"),
+    # Flavors that ask for nothing, or for traits no Placement could know.
+    (("vcpus = 1", "vcpus = -1"), "flavors[0].vcpus"),
+    (("vcpus = 1\nmemory_mb = 512", "vcpus = 0\nmemory_mb = 0"), "flavors[0]"),
+    (("memory_mb = 512", 'memory_mb = 512\nimage_traits = ["avx2"]'), "flavors[0].image_traits"),
+    (("memory_mb = 512", 'memory_mb = 512\nextra_specs = {"trait:nope" = "required"}'), "flavors[0].extra_specs"),
 ])
 def test_bad_scenarios_name_file_and_key(tmp_path, change, where):
     path = write(tmp_path, GOOD.replace(*change))
     with pytest.raises(scenario.ScenarioError) as err:
         scenario.load(path)
     assert str(path) in str(err.value) and where in str(err.value)
+
+
+def test_the_shipped_scenarios_and_traits_of_both_kinds_load(tmp_path):
+    import pathlib
+
+    for path in sorted(pathlib.Path(__file__).parents[2].joinpath("scenarios").glob("*.toml")):
+        scenario.load(path)
+    text = GOOD.replace("count = 3", 'count = 3\ntraits = ["HW_CPU_X86_AVX2", "CUSTOM_FAST"]')
+    assert scenario.load(write(tmp_path, text)).fleet.hosts[0].traits == ["HW_CPU_X86_AVX2", "CUSTOM_FAST"]
 
 
 def test_bad_toml_and_missing_file(tmp_path):
