@@ -8,7 +8,8 @@ RabbitMQ (see ``deploy.py``), driven through the compute API over HTTP.
   all it holds nothing.
 * A compute killed with SIGKILL mid-build, and a cell conductor killed while
   it holds a reschedule: the instances end ACTIVE elsewhere. A super
-  conductor killed while it holds a request: its restart builds it.
+  conductor killed while it holds a request: its restart builds it. RabbitMQ
+  dropping every connection: the services reconnect and the next server builds.
 * No cell process was given the API database or the API bus.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from sqlalchemy import create_engine
 from billeting.cells import instances as inst
 from billeting.cli import main
 
+from tests.conftest import _rabbitmqctl
 from tests.e2e.deploy import Deployment
 
 pytestmark = pytest.mark.slow
@@ -260,10 +262,22 @@ def test_killed_computes_and_conductors_leave_truthful_instances(deployment_fact
         third_host = shown["OS-EXT-SRV-ATTR:host"]
         assert {names[rp]: r for rp, r in allocations(d, third).items()} == {third_host: FLAVOR}
 
+        # 4. RabbitMQ drops every connection of every vhost (a broker restart
+        #    or failover): every service reconnects by itself and the next
+        #    server is built as usual, nothing restarted.
+        for bus in (d.api_bus, *(c.bus for c in d.cells)):
+            _rabbitmqctl("close_all_connections", "-p", bus.rsplit("/", 1)[1], "test: the broker drops everyone")
+        fourth = boot(d, "fourth")
+        shown = d.wait(lambda: (s := server(d, fourth))["status"] != "BUILD" and s, timeout=90,
+                       what="a build after the broker dropped every connection")
+        assert shown["status"] == "ACTIVE", (shown, d.logs())
+        fourth_host = shown["OS-EXT-SRV-ATTR:host"]
+
         # Nothing else is held anywhere.
         used = {name: u for name, u in d.usages().items() if u}
         expected: dict[str, dict[str, int]] = {"steady-a": dict(FLAVOR), "steady-b": dict(FLAVOR)}
-        expected[third_host] = {rc: n + expected.get(third_host, {}).get(rc, 0) for rc, n in FLAVOR.items()}
+        for host in (third_host, fourth_host):
+            expected[host] = {rc: n + expected.get(host, {}).get(rc, 0) for rc, n in FLAVOR.items()}
         assert used == expected, used
     finally:
         cell1_engine.dispose()

@@ -127,3 +127,34 @@ def test_two_spaces_cannot_see_each_other(bus_url, buses):
         cell = buses(cell_url)
         with pytest.raises(BusUnavailable):
             cell.call("scheduler", "select", timeout=2)
+
+
+@pytest.mark.parametrize("ack_early", [True, False])
+def test_calls_and_casts_survive_the_broker_dropping_every_connection(amqp_vhost_factory, ack_early):
+    """RabbitMQ closing connections (a restart, a failover, an operator's
+    `close_all_connections`): servers reconnect and serve again, senders
+    reconnect and deliver; nothing needs restarting."""
+    from tests.conftest import _rabbitmqctl
+
+    url = amqp_vhost_factory()
+    vhost = url.rsplit("/", 1)[1]
+    server, client = Bus(url), Bus(url)
+    try:
+        got = []
+        server.serve("svc", {"echo": lambda p: p, "note": lambda p: got.append(p)}, ack_early=ack_early)
+        assert client.call("svc", "echo", b"1", timeout=10) == b"1"
+        _rabbitmqctl("close_all_connections", "-p", vhost, "test: the broker drops everyone")
+        # The first attempts may meet the dropped connection: each call either
+        # answers or fails cleanly, and within a few seconds calls answer again.
+        deadline, answered = time.monotonic() + 30, False
+        while time.monotonic() < deadline and not answered:
+            try:
+                answered = client.call("svc", "echo", b"2", timeout=3) == b"2"
+            except (CallTimeout, BusUnavailable):
+                time.sleep(0.2)
+        assert answered, "no call answered within 30 s of the broker dropping the connections"
+        client.cast("svc", "note", b"\"after\"")
+        assert _wait(lambda: got == [b"\"after\""], timeout=15), got
+    finally:
+        server.close()
+        client.close()
