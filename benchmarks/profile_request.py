@@ -30,12 +30,21 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=1000)
     ap.add_argument("--profile", action="store_true", help="cProfile the requests instead")
     ap.add_argument("--no-claim", action="store_true")
+    ap.add_argument("--unbounded", action="store_true",
+                    help="no limit, as the scheduler asks for server groups and same/different_host")
     args = ap.parse_args()
 
     from billeting.placement_client import claims
     from billeting.scheduler import core
 
     sched = bench.make_scheduler("inprocess", args.db, "unused", args.limit, 1)
+    if args.unbounded:
+        import msgspec
+
+        from billeting.scheduler import query
+
+        build = query.build
+        query.build = lambda *a, **kw: msgspec.structs.replace(build(*a, **kw), limit=None)
     parts: dict[str, float] = defaultdict(float)
     walls: dict[str, float] = defaultdict(float)
 
