@@ -134,6 +134,9 @@ class SqlDirectory:
     def zone_of(self, aggregates: Iterable[str]) -> str | None:
         return self._current().zone_of(aggregates)
 
+    def zones(self) -> frozenset[str]:
+        return self._current().zones()
+
     def tenant_aggregates(self, project_id: str) -> frozenset[str] | None:
         return self._current().tenant_aggregates(project_id)
 

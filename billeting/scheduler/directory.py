@@ -50,6 +50,9 @@ class Directory(Protocol):
     def zone_of(self, aggregates: Iterable[str]) -> str | None:
         """The availability zone of a host in ``aggregates`` (None: default zone)."""
 
+    def zones(self) -> frozenset[str]:
+        """Every availability zone some aggregate's metadata names."""
+
     def tenant_aggregates(self, project_id: str) -> frozenset[str] | None:
         """Aggregates reserved for ``project_id``; None when it has none."""
 
@@ -131,6 +134,9 @@ class MemoryDirectory:
             if zone is not None:
                 return zone
         return None
+
+    def zones(self) -> frozenset[str]:
+        return frozenset(self._zones)
 
     def tenant_aggregates(self, project_id: str) -> frozenset[str] | None:
         found = self._tenants.get(project_id)

@@ -1,23 +1,19 @@
-"""``/os-services`` (list, enable/disable a compute) and ``/os-hypervisors`` (nodes with usage),
-read from every cell's database."""
+"""``/os-services`` (list, enable/disable a compute), ``/os-hypervisors`` (nodes with usage)
+and ``/os-availability-zone`` (zones with their services), read from every cell's database."""
 from __future__ import annotations
 
 import uuid as uuidlib
 
 import falcon
 
-from billeting.api.compute import paging, schemas, views
+from billeting.api.compute import availability_zones, paging, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request, not_found
 from billeting.cells import services as svc
 from billeting.cells.hosts import host_reports
 from billeting.cells.rpc import ComputeAPI
 
-# Our binaries are ``billeting-compute``/``billeting-conductor``; the API shows
-# Nova's names because clients match on them (openstacksdk, the legacy
-# ``PUT /os-services/disable`` body, ``?binary=nova-compute`` filters).
-_NOVA_BINARY = {svc.COMPUTE: "nova-compute", svc.CONDUCTOR: "nova-conductor"}
-_OUR_BINARY = {v: k for k, v in _NOVA_BINARY.items()}
+_OUR_BINARY = {v: k for k, v in views.NOVA_BINARY.items()}
 _NS = uuidlib.UUID("6c1e2a4e-0a3f-4b7a-9a55-5f4c2d8e1b10")
 
 
@@ -32,14 +28,15 @@ def _all_services(deps: ComputeAPIDeps) -> list[tuple[str, svc.ServiceRecord]]:
     return found
 
 
-def service_view(cell: str, record: svc.ServiceRecord, ctx: RequestContext, down_s: float) -> dict:
+def service_view(cell: str, record: svc.ServiceRecord, ctx: RequestContext, down_s: float,
+                 zones: dict[str, str]) -> dict:
     """Before 2.53 the id is the service's row id in its cell database, as in
     Nova: stable, but two cells can show the same one (2.53 brought uuids
-    for that reason)."""
-    binary = _NOVA_BINARY.get(record.binary, record.binary)
+    for that reason). ``zones`` is ``availability_zones.host_zones``."""
+    binary = views.NOVA_BINARY.get(record.binary, record.binary)
     body = {"id": service_uuid(cell, record.host, record.binary) if ctx.version.at_least(53) else record.id,
             "binary": binary, "host": record.host,
-            "zone": "nova" if record.binary == svc.COMPUTE else "internal",
+            "zone": availability_zones.zone_of(record, zones),
             "status": "disabled" if record.disabled else "enabled",
             "state": "up" if record.is_up(down_s) else "down",
             "updated_at": views.iso_micro(record.updated_at), "disabled_reason": record.disabled_reason}
@@ -55,7 +52,8 @@ class Services:
     def on_get(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
         ctx.require_admin()
-        bodies = [service_view(cell, rec, ctx, self.deps.service_down_time_s)
+        zones = availability_zones.host_zones(self.deps, best_effort=True)
+        bodies = [service_view(cell, rec, ctx, self.deps.service_down_time_s, zones)
                   for cell, rec in _all_services(self.deps)]
         if req.params.get("host"):
             bodies = [b for b in bodies if b["host"] == req.params["host"]]
@@ -101,7 +99,8 @@ class Services:
         disabled = None if "status" not in doc else doc["status"] == "disabled"
         record = self._change(cell, record, disabled=disabled, reason=doc.get("disabled_reason"),
                               forced_down=doc.get("forced_down"))
-        resp.media = {"service": service_view(cell, record, ctx, self.deps.service_down_time_s)}
+        resp.media = {"service": service_view(cell, record, ctx, self.deps.service_down_time_s,
+                                              availability_zones.host_zones(self.deps, best_effort=True))}
 
     def _legacy(self, req, resp, ctx: RequestContext, action: str, doc) -> None:
         if ctx.version.at_least(53):
@@ -214,3 +213,44 @@ class Hypervisors:
 
 
 __all__ = ["Services", "Hypervisors", "falcon"]
+
+
+class AvailabilityZones:
+    def __init__(self, deps: ComputeAPIDeps) -> None:
+        self.deps = deps
+
+    def _services(self) -> list[tuple[str, svc.ServiceRecord]]:
+        """(zone, service) of every service in every cell, by zone then host."""
+        zones = availability_zones.host_zones(self.deps)
+        found = [(availability_zones.zone_of(record, zones), record) for _cell, record in _all_services(self.deps)]
+        return sorted(found, key=lambda zr: (zr[0], zr[1].host, zr[1].binary))
+
+    @staticmethod
+    def _states(services: list[tuple[str, svc.ServiceRecord]]) -> dict[str, bool]:
+        """Zone → available (some service in it is enabled), in name order."""
+        states: dict[str, bool] = {}
+        for zone, record in services:
+            states[zone] = states.get(zone, False) or not record.disabled
+        return states
+
+    def on_get(self, req, resp) -> None:
+        states = self._states(self._services())
+        states.pop(availability_zones.INTERNAL_ZONE, None)  # (services' own zone: not a place to boot)
+        resp.media = {"availabilityZoneInfo": [
+            {"zoneName": zone, "zoneState": {"available": ok}, "hosts": None} for zone, ok in states.items()]}
+
+    def on_get_detail(self, req, resp) -> None:
+        ctx: RequestContext = req.context.nova
+        ctx.require_admin()
+        services = self._services()
+        hosts: dict[str, dict[str, dict]] = {}
+        for zone, record in services:
+            if record.disabled:
+                continue  # an available zone lists its enabled services only
+            binary = views.NOVA_BINARY.get(record.binary, record.binary)
+            hosts.setdefault(zone, {}).setdefault(record.host, {})[binary] = {
+                "available": record.is_up(self.deps.service_down_time_s), "active": True,
+                "updated_at": views.iso_micro(record.updated_at)}
+        resp.media = {"availabilityZoneInfo": [
+            {"zoneName": zone, "zoneState": {"available": ok}, "hosts": hosts.get(zone) if ok else None}
+            for zone, ok in self._states(services).items()]}

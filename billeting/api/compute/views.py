@@ -7,8 +7,14 @@ import hashlib
 from billeting.api.compute.microversion import Version
 from billeting.apidb.build_requests import BuildRequest
 from billeting.apidb.flavors import StoredFlavor
+from billeting.cells import services as svc
 from billeting.cells.instances import Fault, InstanceRecord
 from billeting.scheduler.nova import Flavor
+
+# Our binaries are ``billeting-compute``/``billeting-conductor``; the API shows
+# Nova's names because clients match on them (openstacksdk, the legacy
+# ``PUT /os-services/disable`` body, ``?binary=nova-compute`` filters).
+NOVA_BINARY = {svc.COMPUTE: "nova-compute", svc.CONDUCTOR: "nova-conductor"}
 
 # vm_state (and task_state while active) → the status users see.
 _STATUS = {"building": "BUILD", "active": "ACTIVE", "resized": "VERIFY_RESIZE", "error": "ERROR",
