@@ -64,3 +64,17 @@ def remove(engine: Engine, instance_uuid: str) -> bool:
     False means the user deleted the server meanwhile)."""
     return run_write(engine, lambda conn: conn.execute(delete(t.build_requests).where(
         t.build_requests.c.instance_uuid == instance_uuid)).rowcount == 1)
+
+
+def withdraw(engine: Engine, instance_uuids: Iterable[str]) -> None:
+    """Forget servers the API recorded but could not hand to a super conductor
+    (the message bus refused the cast): their build requests, mappings,
+    request specs and actions, in one transaction, so no server is left in
+    BUILD that nobody will ever build."""
+    wanted = list(instance_uuids)
+
+    def work(conn) -> None:
+        for table in (t.instance_actions, t.request_specs, t.build_requests, t.instance_mappings):
+            conn.execute(delete(table).where(table.c.instance_uuid.in_(wanted)))
+
+    run_write(engine, work)

@@ -1,6 +1,9 @@
 """API → super conductor → scheduler → cell → compute, through the compute API."""
 from __future__ import annotations
 
+import time
+import uuid as uuidlib
+
 from billeting.apidb import build_requests, cell_mappings, instance_mappings
 from billeting.cells import instances as inst
 from tests.controlplane.conftest import wait_for
@@ -317,3 +320,134 @@ def test_a_request_redelivered_after_its_super_conductor_died_is_resumed(plane_f
         held = p.d.placement.get_allocations(uuid).allocations
         assert len(held) == 1, held
     assert build_requests.get(p.api_engine, second) is None
+
+
+def test_availability_zones_as_nova_lists_them(plane_factory):
+    from billeting.scheduler.service import metadata, zones
+
+    p = plane_factory(computes=4)
+    zones.define(p.plane.scheduler, "az1", ["host1", "host2"])
+    # A zone may also be any Placement aggregate whose metadata names it.
+    placement, agg = p.d.placement, str(uuidlib.uuid4())
+    host4, = placement.list_providers(name="host4")
+    placement.put_aggregates(host4.uuid, [agg], placement.get_aggregates(host4.uuid).resource_provider_generation)
+    metadata.put(p.plane.scheduler, agg, metadata={"availability_zone": "az2"}, name="blue")
+
+    def listing(path: str, token: str = "admin"):
+        r = p.call("GET", f"/v2.1/os-availability-zone{path}", headers={"X-Auth-Token": token})
+        assert r.status_code == 200, r.text
+        return {z["zoneName"]: z for z in r.json["availabilityZoneInfo"]}
+
+    # Any user sees where a server can go: no hosts, no internal zone.
+    plain = listing("", token="alice:p1")
+    assert plain == {name: {"zoneName": name, "zoneState": {"available": True}, "hosts": None}
+                     for name in ("az1", "az2", "nova")}
+    # The admin's detail names each zone's hosts and services, conductors in "internal".
+    detail = listing("/detail")
+    assert set(detail["az1"]["hosts"]) == {"host1", "host2"} and set(detail["nova"]["hosts"]) == {"host3"}
+    assert set(detail["az2"]["hosts"]) == {"host4"}
+    state = detail["az1"]["hosts"]["host1"]["nova-compute"]
+    assert state["available"] is True and state["active"] is True and state["updated_at"]
+    assert any("nova-conductor" in services for services in detail["internal"]["hosts"].values())
+    assert p.call("GET", "/v2.1/os-availability-zone/detail",
+                  headers={"X-Auth-Token": "alice:p1"}).status_code == 403
+    # os-services says each compute's zone.
+    services = {(s["host"], s["binary"]): s for s in p.call("GET", "/v2.1/os-services").json["services"]}
+    assert services[("host1", "nova-compute")]["zone"] == "az1"
+    assert services[("host3", "nova-compute")]["zone"] == "nova"
+    assert {s["zone"] for (h, b), s in services.items() if b == "nova-conductor"} == {"internal"}
+    # A zone whose every compute is disabled is listed, unavailable.
+    for host in ("host1", "host2"):
+        sid = services[(host, "nova-compute")]["id"]
+        assert p.call("PUT", f"/v2.1/os-services/{sid}", {"status": "disabled"}).json["service"]["zone"] == "az1"
+    assert listing("")["az1"]["zoneState"] == {"available": False}
+    assert listing("/detail")["az1"] == {"zoneName": "az1", "zoneState": {"available": False}, "hosts": None}
+    # A server may ask for either kind of zone, and lands there.
+    p.flavor()
+    uuid = p.boot(name="in-az2", availability_zone="az2")
+    wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+    server = p.call("GET", f"/v2.1/servers/{uuid}").json["server"]
+    assert (server["OS-EXT-SRV-ATTR:host"], server["OS-EXT-AZ:availability_zone"]) == ("host4", "az2")
+
+
+def test_without_placement_os_services_still_answers_and_zones_are_503(plane_factory, monkeypatch):
+    from billeting.placement_client.client import PlacementUnavailable
+
+    p = plane_factory(computes=1)
+
+    def down(*_a, **_kw):
+        raise PlacementUnavailable(0, "connection refused")
+
+    monkeypatch.setattr(p.plane.scheduler.catalog, "host_uuids", down)
+    services = p.call("GET", "/v2.1/os-services")
+    assert services.status_code == 200, services.text  # operators force computes down in outages
+    assert {s["zone"] for s in services.json["services"] if s["binary"] == "nova-compute"} == {"nova"}
+    zones = p.call("GET", "/v2.1/os-availability-zone")
+    assert zones.status_code == 503 and "Placement is unavailable" in zones.text, zones.text
+
+
+def test_deleted_servers_in_listings_as_nova_shows_them(plane_factory):
+    p = plane_factory(computes=1)
+    p.flavor()
+    kept, gone = p.boot(name="kept"), p.boot(name="gone")
+    for uuid in (kept, gone):
+        wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+    assert p.call("DELETE", f"/v2.1/servers/{gone}").status_code == 204
+    wait_for(lambda: p.call("GET", f"/v2.1/servers/{gone}").status_code == 404, what="deleted")
+
+    def names(query: str, token: str = "admin") -> dict[str, str]:
+        r = p.call("GET", f"/v2.1/servers/detail{query}", headers={"X-Auth-Token": token})
+        assert r.status_code == 200, r.text
+        return {s["name"]: s["status"] for s in r.json["servers"]}
+
+    assert names("") == {"kept": "ACTIVE"}
+    # What changed since a time includes what was deleted since (a client polling sees deletions).
+    since = "?changes-since=2000-01-01T00:00:00Z"
+    assert names(since) == {"kept": "ACTIVE", "gone": "DELETED"}
+    assert names(since + "&deleted=false") == {"kept": "ACTIVE"}
+    assert names("?changes-since=2999-01-01T00:00:00Z") == {}
+    # An admin's deleted=true and status=DELETED list deleted servers only.
+    assert names("?deleted=true") == {"gone": "DELETED"} == names("?status=DELETED")
+    assert names("?deleted=no") == {"kept": "ACTIVE"}
+    # Others may not: their "deleted" is ignored, status=DELETED is a 403 (the servers are admin's project's).
+    assert names("?deleted=true", token="bob:admin") == {"kept": "ACTIVE"}
+    r = p.call("GET", "/v2.1/servers?status=DELETED", headers={"X-Auth-Token": "bob:admin"})
+    assert r.status_code == 403 and "Only administrators" in r.text, r.text
+
+
+def test_server_listings_sort_as_asked(plane_factory):
+    """`openstack server list --sort name:asc` sends sort_key/sort_dir."""
+    p = plane_factory(computes=2)
+    p.flavor()
+    made = []
+    for n in ("b", "c", "a"):  # a second apart: creation times differ on every database
+        made.append(p.boot(name=n))
+        time.sleep(1.1)
+    for uuid in made:
+        wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+
+    def names(query: str, token: str = "admin"):
+        r = p.call("GET", f"/v2.1/servers/detail{query}", headers={"X-Auth-Token": token})
+        assert r.status_code == 200, r.text
+        return [s["name"] for s in r.json["servers"]]
+
+    assert names("?sort_key=display_name&sort_dir=asc") == ["a", "b", "c"]
+    assert names("?sort_key=display_name") == ["c", "b", "a"]  # desc by default
+    assert names("") == ["a", "c", "b"]  # newest first without a sort
+    assert names("?sort_key=created_at&sort_dir=asc") == ["b", "c", "a"]
+    assert names("?sort_dir=asc") == ["b", "c", "a"]  # a direction alone sorts by creation time
+    # Several keys, the first most significant; keys Nova takes but cannot apply here are dropped.
+    hosts = {s["name"]: s["OS-EXT-SRV-ATTR:host"] for s in p.call("GET", "/v2.1/servers/detail").json["servers"]}
+    expected = [n for _, n in sorted((hosts[n], n) for n in hosts)]
+    assert names("?sort_key=host&sort_dir=asc&sort_key=display_name&sort_dir=asc&sort_key=key_name") == expected
+    # Pages follow the sort (the next link keeps it).
+    first = p.call("GET", "/v2.1/servers?sort_key=display_name&sort_dir=asc&limit=2").json
+    assert [s["name"] for s in first["servers"]] == ["a", "b"]
+    href = first["servers_links"][0]["href"]
+    assert [s["name"] for s in p.call("GET", href[href.index("/v2.1/"):]).json["servers"]] == ["c"]
+    # Bad keys and directions are 400s; host and node are for admins only.
+    for query in ("?sort_key=colour", "?sort_key=display_name&sort_dir=up",
+                  "?sort_key=display_name&sort_dir=asc&sort_dir=desc"):
+        assert p.call("GET", f"/v2.1/servers{query}").status_code == 400, query
+    r = p.call("GET", "/v2.1/servers?sort_key=host", headers={"X-Auth-Token": "bob:admin"})
+    assert r.status_code == 403 and "Only administrators can sort servers by host" in r.text, r.text

@@ -90,11 +90,12 @@ DOCUMENT = {
         "/v2.1/servers": {"post": _op(_server_create())},
         "/v2.1/servers/detail": {"get": _op(parameters=_query(
             "name", "status", "limit", "marker", "changes-since", "changes-before", "host", "flavor", "image",
-            "all_tenants", "project_id", "deleted", "availability_zone"))},
+            "all_tenants", "project_id", "deleted", "availability_zone", "sort_key", "sort_dir"))},
         "/v2.1/servers/{server_id}": {"get": _op(parameters=_path("server_id")),
                                       "delete": _op(parameters=_path("server_id"))},
         "/v2.1/servers/{server_id}/action": {"post": _op(_ACTION, _path("server_id"))},
-        "/v2.1/servers/{server_id}/os-instance-actions": {"get": _op(parameters=_path("server_id"))},
+        "/v2.1/servers/{server_id}/os-instance-actions": {"get": _op(parameters=_path("server_id") + _query(
+            "limit", "marker", "changes-since", "changes-before"))},
         "/v2.1/flavors": {"post": _op(schemas.FLAVOR_CREATE)},
         "/v2.1/flavors/detail": {"get": _op(parameters=_query("minRam", "minDisk", "limit", "marker",
                                                               "is_public"))},
@@ -107,6 +108,8 @@ DOCUMENT = {
             "host", "status", "migration_type", "instance_uuid", "user_id", "project_id", "limit", "marker",
             "changes-since"))},
         "/v2.1/os-services": {"get": _op(parameters=_query("host", "binary"))},
+        "/v2.1/os-availability-zone": {"get": _op()},
+        "/v2.1/os-availability-zone/detail": {"get": _op()},
         "/v2.1/os-services/{service_id}": {"put": _op(schemas.SERVICE_UPDATE, _path("service_id"))},
         "/v2.1/os-hypervisors/detail": {"get": _op(parameters=_query("limit", "marker",
                                                                      "hypervisor_hostname_pattern"))},

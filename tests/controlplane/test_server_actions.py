@@ -376,3 +376,53 @@ def test_a_migration_keeps_the_server_group_apart(moves):
     assert hosts == ["host1", "host2"]
     assert m.act(members[0], {"migrate": None}).status_code == 202
     assert m.settled(members[0], "VERIFY_RESIZE")["OS-EXT-SRV-ATTR:host"] == "host3"
+
+
+def test_instance_actions_page_and_filter_by_time_from_2_58(moves):
+    m = moves
+    uuid = m.boot()
+    assert m.act(uuid, {"migrate": None}).status_code == 202
+    m.settled(uuid, "VERIFY_RESIZE")
+    assert m.act(uuid, {"confirmResize": None}).status_code == 204
+    m.settled(uuid, "ACTIVE")
+    path = f"/v2.1/servers/{uuid}/os-instance-actions"
+
+    def get(query: str, version: str = "2.66"):
+        return m.p.call("GET", f"{path}{query}", headers={"OpenStack-API-Version": f"compute {version}"})
+
+    everything = get("").json
+    assert [a["action"] for a in everything["instanceActions"]] == ["confirmResize", "migrate", "create"]
+    assert "links" not in everything
+    # A client following the next links gets every action once, newest first.
+    seen, query = [], "?limit=2"
+    while True:
+        r = get(query)
+        assert r.status_code == 200, r.text
+        seen += r.json["instanceActions"]
+        links = r.json.get("links")
+        if not links:
+            break
+        assert links[0]["rel"] == "next" and len(r.json["instanceActions"]) == 2
+        query = "?" + links[0]["href"].split("?", 1)[1]
+    assert seen == everything["instanceActions"]
+    # Before 2.58 the listing takes no query: everything, no links.
+    old = get("?limit=1&marker=nope", version="2.57").json
+    assert len(old["instanceActions"]) == 3 and "links" not in old
+    # Bad input is a 400 in Nova's words.
+    assert "could not be found" in get("?marker=req-nope").json["badRequest"]["message"]
+    assert get("?limit=-1").status_code == 400 and get("?limit=x").status_code == 400
+    assert get("?changes-since=yesterday").status_code == 400
+    # changes-since / changes-before keep the actions updated in that window (by updated_at).
+    # (MariaDB keeps whole seconds, so two actions may share a stamp.)
+    stamps = sorted(a["updated_at"] for a in everything["instanceActions"])
+    assert get(f"?changes-since={stamps[-1]}").json["instanceActions"] == [
+        a for a in everything["instanceActions"] if a["updated_at"] == stamps[-1]]
+    assert get(f"?changes-before={stamps[0]}").json["instanceActions"] == [
+        a for a in everything["instanceActions"] if a["updated_at"] == stamps[0]]
+    assert get("?changes-since=2999-01-01T00:00:00Z").json["instanceActions"] == []
+    assert get("?changes-before=2001-01-01T00:00:00Z").json["instanceActions"] == []
+    assert get(f"?changes-before={stamps[0]}", version="2.65").json["instanceActions"] == everything["instanceActions"]
+    r = get("?changes-since=2001-01-02T00:00:00Z&changes-before=2001-01-01T00:00:00Z")
+    assert r.status_code == 400 and "changes-since must be less than" in r.json["badRequest"]["message"], r.text
+    filtered = get(f"?changes-since={stamps[0]}&limit=1").json
+    assert "changes-since=" in filtered["links"][0]["href"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import falcon
 
-from billeting.api.compute import action_events, schemas, views
+from billeting.api.compute import action_events, paging, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, conflict, not_found
 from billeting.api.compute.lookup import find
@@ -160,6 +160,15 @@ def _action_view(a: instance_actions.InstanceAction, ctx: RequestContext,
     return body
 
 
+def _changed_between(bodies: list[dict], params, ctx: RequestContext) -> list[dict]:
+    """The actions last updated in ``[changes-since, changes-before]`` (2.58,
+    2.66), by the ``updated_at`` each body shows."""
+    since, before = paging.time_window(params, changes_before=ctx.version.at_least(66))
+    if since is None and before is None:
+        return bodies
+    return [b for b in bodies if paging.in_window(b["updated_at"], since, before)]
+
+
 class InstanceActions:
     def __init__(self, deps: ComputeAPIDeps) -> None:
         self.deps = deps
@@ -189,8 +198,15 @@ class InstanceActions:
         ctx: RequestContext = req.context.nova
         found = find(self.deps, ctx, server_id, include_deleted=True)
         listed = instance_actions.listing(self.deps.api_engine, found.mapping.instance_uuid)
-        resp.media = {"instanceActions": [_action_view(a, ctx, o)
-                                          for a, o in zip(listed, self._outcomes(found, listed))]}
+        bodies = [_action_view(a, ctx, o) for a, o in zip(listed, self._outcomes(found, listed))]
+        if not ctx.version.at_least(58):  # before 2.58 the listing takes no query
+            resp.media = {"instanceActions": bodies}
+            return
+        bodies = _changed_between(bodies, req.params, ctx)
+        page, links = paging.page(bodies, req, f"servers/{server_id}/os-instance-actions",
+                                  lambda b: b["request_id"],
+                                  missing=f"Marker {req.params.get('marker')} could not be found.")
+        resp.media = {"instanceActions": page, **({"links": links} if links else {})}
 
     def on_get_one(self, req, resp, server_id: str, request_id: str) -> None:
         ctx: RequestContext = req.context.nova

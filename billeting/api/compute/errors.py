@@ -64,8 +64,17 @@ def handle_any(req, resp, exc: Exception, params) -> None:
     if isinstance(exc, falcon.HTTPError):
         handle_http(req, resp, exc, params)
         return
+    from billeting.messaging import BusUnavailable
     from billeting.placement.store.outage import unavailable_reason
+    from billeting.placement_client.client import PlacementUnavailable
 
+    # Placement or the bus down: as for the database below.
+    for kind, what in ((PlacementUnavailable, "Placement"), (BusUnavailable, "The message bus")):
+        if isinstance(exc, kind):
+            LOG.warning("%s unavailable on %s %s: %s", what, req.method, req.path, exc)
+            resp.set_header("Retry-After", "1")
+            _reply(resp, 503, f"{what} is unavailable. Please retry.")
+            return
     reason = unavailable_reason(exc)
     if reason is not None:
         # An exhausted or unreachable database is an outage the client may

@@ -8,6 +8,7 @@ import orjson
 
 from billeting.api.compute.errors import bad_request
 from billeting.api.inputs import nul_at
+from billeting.placement.api.util import is_uuid_like
 
 # The API database's INT columns (flavor sizes, counts) hold 32 bits on every
 # server database; Nova caps these values at the same number.
@@ -28,6 +29,13 @@ def _is_name(value: object) -> bool:
     if value[0].isspace() or value[-1].isspace():
         return False
     return all(unicodedata.category(ch) not in _UNPRINTABLE for ch in value)
+
+
+@_CHECKER.checks("uuid")
+def _is_uuid(value: object) -> bool:
+    """What Nova takes for a uuid (upper case, no dashes, braces: oslo's
+    rule, as Placement's); jsonschema's Draft 4 checker knows no such format."""
+    return not isinstance(value, str) or is_uuid_like(value)
 
 
 @_CHECKER.checks("int32")
@@ -98,8 +106,10 @@ _HINTS = {
     "type": "object",
     "properties": {
         "group": {"type": "string", "format": "uuid", "maxLength": 36},
-        "same_host": {"type": ["string", "array"], "items": {"type": "string"}},
-        "different_host": {"type": ["string", "array"], "items": {"type": "string"}},
+        # A server's uuid, or a list of them ("format" checks strings, "items" lists).
+        "same_host": {"type": ["string", "array"], "format": "uuid", "items": {"type": "string", "format": "uuid"}},
+        "different_host": {"type": ["string", "array"], "format": "uuid",
+                           "items": {"type": "string", "format": "uuid"}},
     },
     "additionalProperties": True,
 }

@@ -1,18 +1,16 @@
 """``/servers``: create (202, handed to the super conductor), show, list across cells, delete."""
 from __future__ import annotations
 
-import datetime
-import itertools
-import operator
+import logging
 import uuid as uuidlib
 
 import falcon
 import orjson
 from sqlalchemy import Connection
 
-from billeting.api.compute import name_filter, paging, schemas, views
+from billeting.api.compute import availability_zones, name_filter, paging, schemas, server_sort, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
-from billeting.api.compute.errors import bad_request
+from billeting.api.compute.errors import NovaError, bad_request, forbidden
 from billeting.api.compute.lookup import Found, find, find_many
 from billeting.apidb import build_requests, flavors, images, instance_actions, instance_mappings, request_specs
 from billeting.apidb import server_groups as group_store
@@ -21,12 +19,12 @@ from billeting.cells import handoff
 from billeting.cells import instances as inst
 from billeting.conductor.move_protocols import StoredRequestSpec
 from billeting.conductor.super_conductor import BuildPlan
+from billeting.messaging import BusUnavailable
+from billeting.placement.api.util import normalize_uuid
 from billeting.placement.store.tx import run_read, run_write
-from billeting.scheduler.catalog import DEFAULT_ZONE
-from billeting.scheduler.service import zones as zone_service
 
-_SORT_KEY = lambda f: (f.record.created_at if f.record else f.build_request.created_at,  # noqa: E731
-                       f.mapping.instance_uuid)
+LOG = logging.getLogger(__name__)
+
 
 
 def ref_id(ref: str | int) -> str:
@@ -47,6 +45,12 @@ def _as_list(value) -> tuple[str, ...]:
     if isinstance(value, list):
         return tuple(v if isinstance(v, str) else orjson.dumps(v).decode() for v in value)
     return (value if isinstance(value, str) else orjson.dumps(value).decode(),)
+
+
+def _servers(value) -> tuple[str, ...]:
+    """``same_host``/``different_host``: server uuids (the schema checked them)
+    in the form the cells store, whatever form the client wrote."""
+    return tuple(normalize_uuid(v) for v in _as_list(value))
 
 
 def flavor_ids(deps: ComputeAPIDeps, ctx: RequestContext) -> dict[str, str]:
@@ -100,21 +104,36 @@ def base_url(req: falcon.Request) -> str:
 
 
 def _check_zone(deps: ComputeAPIDeps, name: str) -> None:
-    """Nova refuses a zone no host is in at the API, not after scheduling."""
-    known = {zone.name for zone in zone_service.list_zones(deps.scheduler)}
-    known |= {DEFAULT_ZONE, deps.scheduler.settings.default_availability_zone}
-    if name not in known:
+    """Nova refuses an unknown zone at the API, not after scheduling."""
+    if name not in availability_zones.zone_names(deps):
         raise bad_request("The requested availability zone is not available")
 
 
-def _timestamp(key: str, text: str) -> datetime.datetime:
-    """An ISO 8601 time as an aware UTC datetime (naive ones are UTC), or a 400."""
-    try:
-        value = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise bad_request(f"Invalid input for query parameters {key}. Value: {text}. "
-                          f"'{text}' is not a 'date-time'") from None
-    return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+def _statuses(params) -> set[str]:
+    """The ``status`` filter's values (it may repeat), upper case."""
+    status = params.get("status")
+    return {v.upper() for v in (status if isinstance(status, list) else [status]) if v}
+
+
+_TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
+
+
+def _deleted_wanted(ctx: RequestContext, params) -> bool | None:
+    """Which servers a listing shows, as Nova decides it: True deleted ones
+    only, False live ones only, None both. ``status=DELETED`` (admins only)
+    and an admin's ``deleted`` say so; otherwise a listing of what changed
+    since a time (``changes-since``, ``changes-before`` from 2.66) includes
+    the servers deleted since, so that a client polling for changes sees
+    deletions too."""
+    if "DELETED" in _statuses(params):
+        if not ctx.is_admin:
+            raise forbidden("Only administrators may list deleted instances")
+        return True
+    if ctx.is_admin and "deleted" in params:  # (others' "deleted" is ignored, as in Nova)
+        return str(params["deleted"]).lower() in _TRUE
+    if params.get("changes-since") or (ctx.version.at_least(66) and params.get("changes-before")):
+        return None
+    return False
 
 
 class Servers:
@@ -149,9 +168,12 @@ class Servers:
         if max_count > 1000:
             raise bad_request("max_count must be at most 1000")
         hints = _hints(doc)
+        for key in ("same_host", "different_host"):
+            if key in hints:
+                hints = {**hints, key: list(_servers(hints[key]))}
         group = hints.get("group")
         if group is not None:
-            group = str(group).lower()
+            group = normalize_uuid(group)
             stored = run_read(self.deps.api_engine, lambda conn: group_store.get(conn, group))
             if stored is None or (not ctx.is_admin and stored.project_id != ctx.project_id):
                 raise bad_request(f"Invalid input for field/attribute group. Value: {group}. "
@@ -182,7 +204,14 @@ class Servers:
         for uuid in uuids:
             instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action="create",
                                     request_id=ctx.request_id, project_id=ctx.project_id, user_id=ctx.user_id)
-        self.deps.cast_build(plan)
+        try:
+            self.deps.cast_build(plan)
+        except BusUnavailable as exc:
+            # Nobody will build what was not handed over: take it back, and
+            # let the client retry once the bus is back.
+            LOG.warning("request %s: the message bus refused the build (%s); nothing kept", ctx.request_id, exc)
+            build_requests.withdraw(self.deps.api_engine, uuids)
+            raise NovaError(503, "The message bus is unavailable; no server was created. Please retry.") from None
         resp.status = falcon.HTTP_202
         if str(server.get("return_reservation_id", "")).lower() == "true":
             resp.media = {"reservation_id": f"r-{uuids[0][:8]}"}
@@ -212,32 +241,19 @@ class Servers:
         if ctx.is_admin and not all_tenants and project is None:
             project = ctx.project_id
         mappings = instance_mappings.listing(self.deps.api_engine, project_id=project)
-        wanted_deleted = str(params.get("deleted", "")).lower() in ("true", "1") or params.get("status") == "DELETED"
+        deleted = _deleted_wanted(ctx, params)
         found = [f for f in find_many(self.deps, mappings)
-                 if wanted_deleted or f.record is None or f.record.vm_state.value != "deleted"]
-        limit = paging.limit_of(params)
+                 if deleted is None or (f.record is not None and f.record.vm_state.value == "deleted") == deleted]
+        paging.limit_of(params)  # (a bad limit is refused before anything is read)
         base = base_url(req)
         ids = flavor_ids(self.deps, ctx)
         faults = _faults(self.deps, found)
-        # Bodies are built lazily, newest first, and only as far as the page
-        # needs: a page of a long listing costs its own servers, not all of them.
-        bodies = ((f, server_body(self.deps, ctx, f, base, ids, faults))
-                  for f in sorted(found, key=_SORT_KEY, reverse=True))
-        bodies = self._filter(ctx, bodies, params)
-        marker = params.get("marker")
-        if marker is not None:
-            bodies = paging.after(bodies, marker, lambda fb: fb[1]["id"])
-        links = []
-        if limit is None:
-            page = list(bodies)
-        else:
-            # One more tells whether a next page exists (and no listing is longer than ``found``).
-            page = list(itertools.islice(bodies, min(limit, len(found)) + 1))
-            if len(page) > limit:
-                page = page[:limit]
-                if page:
-                    links = paging.next_link(req, "servers/detail" if detail else "servers", limit,
-                                             page[-1][1]["id"])
+        # Bodies are built lazily, in the listing's order, and only as far as
+        # the page needs: a page of a long listing costs its own servers.
+        ordered = server_sort.sort(found, server_sort.order(ctx, params))
+        bodies = ((f, server_body(self.deps, ctx, f, base, ids, faults)) for f in ordered)
+        page, links = paging.page(self._filter(ctx, bodies, params), req, "servers/detail" if detail else "servers",
+                                  lambda fb: fb[1]["id"])
         if detail:
             listed = [b for _, b in page]
         else:
@@ -249,17 +265,14 @@ class Servers:
         """``bodies`` narrowed by the listing's filters, lazily; every bad
         filter is refused here, before any body is looked at."""
         tests: list = []
-        for key, keep in (("changes-since", operator.ge), ("changes-before", operator.le)):
-            if params.get(key):
-                when = _timestamp(key, params[key])
-                tests.append(lambda f, b, keep=keep, when=when:
-                             bool(b["updated"]) and keep(_timestamp("updated", b["updated"]), when))
+        since, before = paging.time_window(params, changes_before=ctx.version.at_least(66))
+        if since is not None or before is not None:
+            tests.append(lambda f, b: paging.in_window(b["updated"], since, before))
         if params.get("name"):
             matches = name_filter.matcher(params["name"])
             tests.append(lambda f, b: matches(b["name"]))
         if params.get("status"):
-            wanted = {s.upper() for s in ([params["status"]] if isinstance(params["status"], str)
-                                          else params["status"])}
+            wanted = _statuses(params)
             tests.append(lambda f, b: b["status"] in wanted)
         if params.get("host"):
             ctx.require_admin()
