@@ -63,8 +63,10 @@ def test_metrics_add_up_across_workers_and_survive_a_dead_worker(db_url, engine)
             assert clients[i % len(clients)].request("GET", "/resource_providers")[0] == 200
         for client in clients:
             client.close()
-        pids = workers_of(server.process.pid)
-        assert len(pids) == 2
+        # The master forks its workers one by one after the socket is ready: on
+        # a loaded machine the second may come a little after the first answered.
+        pids = wait_for(lambda: (lambda now: now if len(now) == 2 else None)(workers_of(server.process.pid)),
+                        "both workers")
         # Both workers have built their app (and instrumented their pool).
         wait_for(lambda: all(f"gauge_livesum_{pid}.db" in os.listdir(directory) for pid in pids),
                  "the gauges of both workers")
