@@ -26,6 +26,7 @@ class AggregateInfo:
     metadata: dict[str, str]
     hosts: dict[str, str]  # provider uuid -> host name, for hosts the scheduler put there
     created_at: dt.datetime | None
+    updated_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +118,8 @@ def load(conn: Connection) -> Snapshot:
     a = t.aggregates.c
     aggregates = {
         row.id: AggregateInfo(row.id, row.uuid, row.name, row.kind, metadata.get(row.id, {}),
-                              hosts.get(row.id, {}), row.created_at)
-        for row in conn.execute(select(a.id, a.uuid, a.name, a.kind, a.created_at))
+                              hosts.get(row.id, {}), row.created_at, row.updated_at)
+        for row in conn.execute(select(a.id, a.uuid, a.name, a.kind, a.created_at, a.updated_at))
     }
     d = t.topology_domains.c
     domains = {

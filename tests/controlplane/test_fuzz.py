@@ -83,6 +83,20 @@ def _server_create() -> dict:
     return schema
 
 
+def _aggregate_create() -> dict:
+    schema = copy.deepcopy(schemas.AGGREGATE_CREATE)
+    schema["properties"]["aggregate"]["properties"]["name"] = _SIMPLE_NAME
+    return schema
+
+
+_HOST = {"type": "object", "properties": {"host": {"enum": ["host1", "nope", ""]}}, "required": ["host"]}
+_AGGREGATE_ACTION = {"anyOf": [
+    {"type": "object", "properties": {"add_host": _HOST}, "required": ["add_host"]},
+    {"type": "object", "properties": {"remove_host": _HOST}, "required": ["remove_host"]},
+    {"type": "object", "properties": {"set_metadata": schemas.AGGREGATE_ACTIONS["set_metadata"]},
+     "required": ["set_metadata"]},
+]}
+
 DOCUMENT = {
     "openapi": "3.1.0",
     "info": {"title": "compute API, the calls that take input (test only)", "version": "2.90"},
@@ -109,6 +123,11 @@ DOCUMENT = {
             "changes-since"))},
         "/v2.1/os-services": {"get": _op(parameters=_query("host", "binary"))},
         "/v2.1/os-availability-zone": {"get": _op()},
+        "/v2.1/os-aggregates": {"get": _op(), "post": _op(_aggregate_create())},
+        "/v2.1/os-aggregates/{aggregate_id}": {"get": _op(parameters=_path("aggregate_id")),
+                                               "put": _op(schemas.AGGREGATE_UPDATE, _path("aggregate_id")),
+                                               "delete": _op(parameters=_path("aggregate_id"))},
+        "/v2.1/os-aggregates/{aggregate_id}/action": {"post": _op(_AGGREGATE_ACTION, _path("aggregate_id"))},
         "/v2.1/os-availability-zone/detail": {"get": _op()},
         "/v2.1/os-services/{service_id}": {"put": _op(schemas.SERVICE_UPDATE, _path("service_id"))},
         "/v2.1/os-hypervisors/detail": {"get": _op(parameters=_query("limit", "marker",
@@ -133,7 +152,9 @@ def test_no_input_makes_the_compute_api_fail(plane_factory):
     services = plane.call("GET", "/v2.1/os-services").json["services"]
     values = {"server_id": servers + ["nope"], "flavor_id": ["1", "nope"],
               "key": ["hw:cpu_policy", "resources:VCPU", "trait:HW_CPU_X86_AVX2", "x"],
-              "service_id": [s["id"] for s in services][:2] + ["nope"]}
+              "service_id": [s["id"] for s in services][:2] + ["nope"],
+              "aggregate_id": [str(plane.call("POST", "/v2.1/os-aggregates", {"aggregate": {
+                  "name": "fuzzed", "availability_zone": "az1"}}).json["aggregate"]["id"]), "2", "nope"]}
     schema = schemathesis.openapi.from_dict(DOCUMENT)
     schema.app = plane.client.app
 

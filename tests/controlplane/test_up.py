@@ -133,6 +133,21 @@ def test_openstacksdk_drives_the_compute_api(up):
     listed = next(s for s in conn.compute.services() if s.id == service.id)
     assert (listed.status, listed.disabled_reason) == ("disabled", "maint")
     assert conn.compute.enable_service(service, service.host, service.binary).status == "enabled"
+
+    # A host aggregate with a zone (openstack aggregate create --zone ...); a server asked into it lands there.
+    agg = conn.compute.create_aggregate(name="sdk-agg", availability_zone="sdk-az")
+    agg = conn.compute.add_host_to_aggregate(agg, service.host)
+    assert agg.hosts == [service.host] and agg.availability_zone == "sdk-az"
+    assert conn.compute.set_aggregate_metadata(agg, {"k": "v"}).metadata == {"availability_zone": "sdk-az", "k": "v"}
+    assert conn.compute.find_aggregate("sdk-agg").id == agg.id
+    zoned = conn.compute.create_server(name="sdk-zoned", flavor_id=flavor.id, image_id="cirros", networks="none",
+                                       availability_zone="sdk-az")
+    zoned = conn.compute.wait_for_server(zoned, status="ACTIVE", wait=60, interval=0.5)
+    assert (zoned.compute_host, zoned.availability_zone) == (service.host, "sdk-az")
+    conn.compute.delete_server(zoned)
+    conn.compute.wait_for_delete(zoned, wait=60, interval=0.5)
+    conn.compute.delete_aggregate(conn.compute.remove_host_from_aggregate(agg, service.host))
+    assert list(conn.compute.aggregates()) == []
     conn.compute.delete_server(server)
     conn.compute.wait_for_delete(server, wait=60, interval=0.5)
     conn.close()

@@ -5,6 +5,7 @@ import falcon
 
 from billeting.api.compute import (
     actions,
+    aggregates,
     errors,
     flavors,
     microversion,
@@ -100,6 +101,9 @@ def _routes(app: falcon.App, p: str, deps: ComputeAPIDeps) -> None:
     sm = migrations.ServerMigrations(deps)
     app.add_route(f"{p}/servers/{{server_id}}/migrations", sm)
     app.add_route(f"{p}/servers/{{server_id}}/migrations/{{migration_id}}", sm, suffix="one")
+    app.add_route(f"{p}/os-aggregates", aggregates.Aggregates(deps))
+    app.add_route(f"{p}/os-aggregates/{{aggregate_id}}", aggregates.Aggregate(deps))
+    app.add_route(f"{p}/os-aggregates/{{aggregate_id}}/action", aggregates.AggregateAction(deps))
     az = services.AvailabilityZones(deps)
     app.add_route(f"{p}/os-availability-zone", az)
     app.add_route(f"{p}/os-availability-zone/detail", az, suffix="detail")

@@ -225,3 +225,44 @@ def check(document: object, schema: dict) -> None:
 def _short(value: object) -> str:
     text = orjson.dumps(value).decode() if not isinstance(value, str) else value
     return text if len(text) <= 100 else text[:97] + "..."
+
+
+# --- os-aggregates ------------------------------------------------------------
+# A zone name may not hold ':' (a server's "zone:host:node" form splits on it).
+_AZ_NAME = {"type": "string", "minLength": 1, "maxLength": 255, "format": "name", "pattern": "^[^:]*$"}
+_AGGREGATE_FIELDS = {"name": _NAME, "availability_zone": {"oneOf": [_AZ_NAME, {"type": "null"}]}}
+
+AGGREGATE_CREATE = {
+    "type": "object",
+    "properties": {"aggregate": {
+        "type": "object", "properties": _AGGREGATE_FIELDS, "required": ["name"], "additionalProperties": False}},
+    "required": ["aggregate"],
+    "additionalProperties": False,
+}
+
+AGGREGATE_UPDATE = {
+    "type": "object",
+    "properties": {"aggregate": {
+        "type": "object", "properties": _AGGREGATE_FIELDS, "minProperties": 1, "additionalProperties": False}},
+    "required": ["aggregate"],
+    "additionalProperties": False,
+}
+
+_AGGREGATE_HOST = {"type": "object", "properties": {"host": {"type": "string", "minLength": 1, "maxLength": 255,
+                                                            "format": "name"}},
+                   "required": ["host"], "additionalProperties": False}
+
+AGGREGATE_ACTIONS = {
+    "add_host": _AGGREGATE_HOST,
+    "remove_host": _AGGREGATE_HOST,
+    "set_metadata": {
+        "type": "object",
+        "properties": {"metadata": {
+            "type": "object",
+            "patternProperties": {r"^[a-zA-Z0-9\-_:. ]{1,255}$": {
+                "oneOf": [{"type": "string", "maxLength": 255}, {"type": "null"}]}},
+            "additionalProperties": False}},
+        "required": ["metadata"],
+        "additionalProperties": False,
+    },
+}

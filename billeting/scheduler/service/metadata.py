@@ -29,7 +29,7 @@ from billeting.scheduler.service.views import AggregateView, aggregate_view
 KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
 
 
-def _check(metadata: Mapping[str, str]) -> None:
+def check_metadata(metadata: Mapping[str, str]) -> None:
     for key, value in metadata.items():
         if not KEY.match(key):
             raise BadRequest(f"invalid metadata key {key!r}: 1 to 255 letters, digits, '-', '_', '.' or ':'")
@@ -41,7 +41,7 @@ def put(service, uuid: str, *, metadata: Mapping[str, str], name: str | None = N
     """Set the metadata (replacing it) of an aggregate; an aggregate the
     scheduler did not know becomes a plain one."""
     uuid = uuid.lower()
-    _check(metadata)
+    check_metadata(metadata)
     if name is not None:
         check_name("aggregate", name)
 
