@@ -70,6 +70,8 @@ class BuildPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     user_id: str
     flavor: Flavor
     image: Image | None = None
+    # Booted from a volume: the root disk is not the host's (no DISK_GB for it).
+    is_bfv: bool = False
     availability_zone: str | None = None
     server_group: str | None = None
     same_host: tuple[str, ...] = ()
@@ -144,8 +146,8 @@ class SuperConductor:
     def _schedule_and_build(self, plan: BuildPlan) -> list[BuildOutcome]:
         request = request_from_nova(
             plan.flavor, plan.image, instance_uuids=plan.instance_uuids, project_id=plan.project_id,
-            user_id=plan.user_id, availability_zone=plan.availability_zone, same_host=plan.same_host,
-            different_host=plan.different_host)
+            user_id=plan.user_id, is_bfv=plan.is_bfv, availability_zone=plan.availability_zone,
+            same_host=plan.same_host, different_host=plan.different_host)
         summary = RequestSummary(project_id=plan.project_id, user_id=plan.user_id,
                                  availability_zone=plan.availability_zone, server_group=plan.server_group,
                                  retry=self.settings.build_attempts > 1)

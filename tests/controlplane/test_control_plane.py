@@ -451,3 +451,24 @@ def test_server_listings_sort_as_asked(plane_factory):
         assert p.call("GET", f"/v2.1/servers{query}").status_code == 400, query
     r = p.call("GET", "/v2.1/servers?sort_key=host", headers={"X-Auth-Token": "bob:admin"})
     assert r.status_code == 403 and "Only administrators can sort servers by host" in r.text, r.text
+
+
+def test_a_server_booted_from_a_volume_claims_no_root_disk_on_its_host(plane_factory):
+    p = plane_factory(computes=1)
+    p.flavor(disk=20)
+    r = p.call("POST", "/v2.1/servers", {"server": {
+        "name": "bfv", "flavorRef": "1", "networks": "none",
+        "block_device_mapping_v2": [{"boot_index": 0, "uuid": str(uuidlib.uuid4()), "source_type": "volume",
+                                     "destination_type": "volume"}]}})
+    assert r.status_code == 202, r.text
+    bfv = r.json["server"]["id"]
+    imaged = p.boot(name="imaged")
+    for uuid in (bfv, imaged):
+        wait_for(lambda uuid=uuid: p.status(uuid) == "ACTIVE", what="ACTIVE")
+
+    def claimed(uuid: str) -> dict[str, int]:
+        (part,) = p.d.placement.get_allocations(uuid).allocations.values()
+        return dict(part.resources)
+
+    assert "DISK_GB" not in claimed(bfv) and claimed(bfv)["VCPU"] == 2
+    assert claimed(imaged)["DISK_GB"] == 20

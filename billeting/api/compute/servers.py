@@ -184,11 +184,11 @@ class Servers:
         az = server.get("availability_zone")
         if az is not None:
             _check_zone(self.deps, az)
-        plan = BuildPlan(request_id=ctx.request_id, instance_uuids=uuids, names=names, project_id=ctx.project_id,
-                         user_id=ctx.user_id, flavor=flavor.scheduler_flavor(), image=image, availability_zone=az,
-                         server_group=group, same_host=_as_list(hints.get("same_host")),
-                         different_host=_as_list(hints.get("different_host")))
         is_bfv = not image_ref
+        plan = BuildPlan(request_id=ctx.request_id, instance_uuids=uuids, names=names, project_id=ctx.project_id,
+                         user_id=ctx.user_id, flavor=flavor.scheduler_flavor(), image=image, is_bfv=is_bfv,
+                         availability_zone=az, server_group=group, same_host=_as_list(hints.get("same_host")),
+                         different_host=_as_list(hints.get("different_host")))
 
         def record(conn: Connection) -> None:
             for uuid, each in zip(uuids, names):
