@@ -32,7 +32,7 @@ from billeting.cells.messages import InstanceSpec, RequestSummary
 from billeting.messaging import Bus
 from billeting.scheduler.core import NoValidHost, SchedulerError
 from billeting.scheduler.nova import Flavor, Image, request_from_nova
-from billeting.scheduler.request import ScheduleRequest
+from billeting.scheduler.request import Destination, ScheduleRequest
 from billeting.scheduler.selection import Selection
 from billeting.scheduler.service.errors import ServiceError
 
@@ -73,6 +73,8 @@ class BuildPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     # Booted from a volume: the root disk is not the host's (no DISK_GB for it).
     is_bfv: bool = False
     availability_zone: str | None = None
+    # The host and/or node an admin asked for (2.74's host/hypervisor_hostname, or "zone:host:node").
+    destination: Destination | None = None
     server_group: str | None = None
     same_host: tuple[str, ...] = ()
     different_host: tuple[str, ...] = ()
@@ -147,7 +149,7 @@ class SuperConductor:
         request = request_from_nova(
             plan.flavor, plan.image, instance_uuids=plan.instance_uuids, project_id=plan.project_id,
             user_id=plan.user_id, is_bfv=plan.is_bfv, availability_zone=plan.availability_zone,
-            same_host=plan.same_host, different_host=plan.different_host)
+            destination=plan.destination, same_host=plan.same_host, different_host=plan.different_host)
         summary = RequestSummary(project_id=plan.project_id, user_id=plan.user_id,
                                  availability_zone=plan.availability_zone, server_group=plan.server_group,
                                  retry=self.settings.build_attempts > 1)

@@ -472,3 +472,35 @@ def test_a_server_booted_from_a_volume_claims_no_root_disk_on_its_host(plane_fac
 
     assert "DISK_GB" not in claimed(bfv) and claimed(bfv)["VCPU"] == 2
     assert claimed(imaged)["DISK_GB"] == 20
+
+
+def test_an_admin_may_name_the_host_or_node_a_server_goes_to(plane_factory):
+    p = plane_factory(computes=3)
+    p.flavor()
+
+    def host_of(uuid: str) -> tuple[str, str]:
+        wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+        server = p.call("GET", f"/v2.1/servers/{uuid}").json["server"]
+        return server["OS-EXT-SRV-ATTR:host"], server["OS-EXT-AZ:availability_zone"]
+
+    # 2.74's fields, and the older "zone:host", "zone::node" and ":host" forms.
+    for extra, host in (({"host": "host2"}, "host2"), ({"hypervisor_hostname": "host3"}, "host3"),
+                        ({"availability_zone": "nova:host1"}, "host1"),
+                        ({"availability_zone": "nova::host3"}, "host3"), ({"availability_zone": ":host2"}, "host2")):
+        for _ in range(2):  # twice: chance alone would not put both there
+            assert host_of(p.boot(**extra)) == (host, "nova"), extra
+
+    def refused(status: int, headers=None, **extra) -> str:
+        server = {"name": "x", "flavorRef": "1", "imageRef": "cirros", "networks": "none", **extra}
+        r = p.call("POST", "/v2.1/servers", {"server": server}, headers=headers)
+        assert r.status_code == status, (extra, r.text)
+        return r.text
+
+    user = {"X-Auth-Token": "alice:p1"}
+    assert "requested_destination" in refused(403, user, host="host1")
+    assert "forced_host" in refused(403, user, availability_zone="nova:host1")
+    assert "Compute host nowhere could not be found" in refused(400, host="nowhere")
+    assert "Compute host node nowhere could not be found" in refused(400, hypervisor_hostname="nowhere")
+    assert "not available" in refused(400, availability_zone="elsewhere:host1")
+    assert "2.74" in refused(400, {"OpenStack-API-Version": "compute 2.73"}, host="host1")
+    assert len(p.call("GET", "/v2.1/servers").json["servers"]) == 10  # nothing kept of the refused ones

@@ -140,6 +140,9 @@ SERVER_CREATE = {
                 "tags": {"type": "array", "maxItems": 50,
                          "items": {"type": "string", "minLength": 1, "maxLength": 60, "pattern": "^[^,/]*$"}},
                 "return_reservation_id": {"type": ["boolean", "string"]},
+                # From 2.74 (the handler refuses them before).
+                "host": {"type": "string", "minLength": 1, "maxLength": 255, "format": "name"},
+                "hypervisor_hostname": {"type": "string", "minLength": 1, "maxLength": 255, "format": "name"},
             },
             "required": ["name", "flavorRef"],
             "additionalProperties": False,

@@ -22,6 +22,7 @@ from billeting.conductor.super_conductor import BuildPlan
 from billeting.messaging import BusUnavailable
 from billeting.placement.api.util import normalize_uuid
 from billeting.placement.store.tx import run_read, run_write
+from billeting.scheduler.request import Destination
 
 LOG = logging.getLogger(__name__)
 
@@ -109,6 +110,34 @@ def _check_zone(deps: ComputeAPIDeps, name: str) -> None:
         raise bad_request("The requested availability zone is not available")
 
 
+def _destination(deps: ComputeAPIDeps, ctx: RequestContext, server: dict) -> tuple[str | None, Destination | None]:
+    """(zone, requested destination) of a create request, as Nova reads
+    them: ``host``/``hypervisor_hostname`` from 2.74, or the older
+    ``availability_zone`` forms ``zone:host``, ``zone:host:node`` and
+    ``zone::node``; naming a host or node is for admins only. Hosts and
+    nodes are looked up now: an unknown one is a 400, not a build that fails."""
+    zone, host, node = server.get("availability_zone"), server.get("host"), server.get("hypervisor_hostname")
+    if host is not None or node is not None:
+        if not ctx.is_admin:
+            raise forbidden("Policy doesn't allow compute:servers:create:requested_destination to be performed.")
+    elif zone is not None and ":" in zone:
+        zone, _, rest = zone.partition(":")
+        host, _, node = rest.partition(":")
+        host, node, zone = host or None, node or None, zone or None
+        if (host or node) and not ctx.is_admin:
+            raise forbidden("Policy doesn't allow os_compute_api:servers:create:forced_host to be performed.")
+    if zone is not None:
+        _check_zone(deps, zone)
+    if host is None and node is None:
+        return zone, None
+    catalog = deps.scheduler.catalog
+    if host is not None and not any(r.service_host == host for r in catalog.by_name(host)):
+        raise bad_request(f"Compute host {host} could not be found.")
+    if node is not None and not any(node in (r.name, r.uuid) for r in catalog.by_name(node)):
+        raise bad_request(f"Compute host node {node} could not be found.")
+    return zone, Destination(host=host, node=node)
+
+
 def _statuses(params) -> set[str]:
     """The ``status`` filter's values (it may repeat), upper case."""
     status = params.get("status")
@@ -145,6 +174,10 @@ class Servers:
         doc = schemas.body(req)
         schemas.check(doc, schemas.SERVER_CREATE)
         server = doc["server"]
+        for key in ("host", "hypervisor_hostname"):
+            if key in server and not ctx.version.at_least(74):
+                raise bad_request(f"Invalid input for field/attribute server. Value: {key}. Additional properties "
+                                  f"are not allowed ('{key}' was unexpected) before microversion 2.74")
         if ctx.version.at_least(37) and "networks" not in server:
             raise bad_request("Invalid input for field/attribute server. Value: networks is a required property "
                               "at this microversion; use \"none\" or \"auto\".")
@@ -181,14 +214,12 @@ class Servers:
         uuids = tuple(str(uuidlib.uuid4()) for _ in range(max_count))
         name = server["name"]
         names = tuple(f"{name}-{i + 1}" if max_count > 1 else name for i in range(max_count))
-        az = server.get("availability_zone")
-        if az is not None:
-            _check_zone(self.deps, az)
+        az, destination = _destination(self.deps, ctx, server)
         is_bfv = not image_ref
         plan = BuildPlan(request_id=ctx.request_id, instance_uuids=uuids, names=names, project_id=ctx.project_id,
                          user_id=ctx.user_id, flavor=flavor.scheduler_flavor(), image=image, is_bfv=is_bfv,
-                         availability_zone=az, server_group=group, same_host=_as_list(hints.get("same_host")),
-                         different_host=_as_list(hints.get("different_host")))
+                         availability_zone=az, destination=destination, server_group=group,
+                         same_host=_as_list(hints.get("same_host")), different_host=_as_list(hints.get("different_host")))
 
         def record(conn: Connection) -> None:
             for uuid, each in zip(uuids, names):
