@@ -99,3 +99,14 @@ def test_names_with_edge_spaces_in_bodies_are_400(api, path, body):
 
 def test_a_project_query_with_edge_spaces_is_400(api):
     assert api.get("/server_groups?project_id=p%20").status == 400
+
+
+def test_a_refused_body_is_not_echoed_back_whole(api, fleet):
+    """A 20,000-instance request (ten times the limit) is refused in a few
+    lines naming what failed and where, not with its own ~900 KB quoted."""
+    fleet.add("h1", vcpu=4)
+    body = {**simple_request(), "instance_uuids": [new_uuid() for _ in range(20_000)]}
+    resp = api.post("/selections", json=body)
+    assert resp.status == 400, resp
+    detail = resp.error["detail"]
+    assert len(detail) < 1000 and "instance_uuids" in detail, detail

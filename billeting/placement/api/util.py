@@ -165,17 +165,27 @@ def validator_for(schema: dict) -> jsonschema.protocols.Validator:
     return _checker_for(schema).strict
 
 
-def validate(data: object, schema: dict, *, prefix: str = "JSON does not validate: ") -> None:
+# How much of a failure a brief message quotes (the instance may be megabytes).
+BRIEF_CHARS = 300
+
+
+def validate(data: object, schema: dict, *, prefix: str = "JSON does not validate: ", brief: bool = False) -> None:
     """400 with the validator's whole message (what failed, the schema
-    part and the instance), as upstream reports it. Valid bodies are
-    recognised by a compiled check first, which never accepts what the
-    validator would refuse (tests/unit/test_fastcheck.py)."""
+    part and the instance), as upstream reports it; ``brief`` (Billeting's
+    own APIs, no upstream to match): what failed, cut short, and where.
+    Valid bodies are recognised by a compiled check first, which never
+    accepts what the validator would refuse (tests/unit/test_fastcheck.py)."""
     checker = _checker_for(schema)
     if checker.fast is not None and checker.fast(data):
         return
     error = best_match(checker.strict.iter_errors(data))
-    if error is not None:
+    if error is None:
+        return
+    if not brief:
         raise HTTPProblem(400, f"{prefix}{error}")
+    message = error.message if len(error.message) <= BRIEF_CHARS else error.message[:BRIEF_CHARS] + "…"
+    where = "/".join(str(part) for part in error.absolute_path)
+    raise HTTPProblem(400, f"{prefix}{message}" + (f" (at /{where})" if where else ""))
 
 
 def validate_query(params: dict[str, str], schema: dict) -> None:

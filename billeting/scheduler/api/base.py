@@ -46,8 +46,8 @@ def body(req: falcon.Request, schema: dict) -> dict:
     util.require_json_content(req)
     data = util.read_json(req)
     if not isinstance(data, dict):
-        util.validate(data, {"type": "object"})
-    util.validate(data, schema)
+        util.validate(data, {"type": "object"}, brief=True)
+    util.validate(data, schema, brief=True)
     return data
 
 

@@ -28,7 +28,7 @@ class Selections(Resource):
         authorize(req, "scheduler:selections:create")
         data = body(req, {"type": "object"})
         nova_form = "flavor" in data
-        util.validate(data, schemas.NOVA_SELECTIONS if nova_form else schemas.SELECTIONS)
+        util.validate(data, schemas.NOVA_SELECTIONS if nova_form else schemas.SELECTIONS, brief=True)
         alternates = data.pop("alternates", 0)
         dry_run = data.pop("dry_run", False)
         caller = ctx(req)
@@ -50,7 +50,9 @@ def _convert(data: dict, kind):
     try:
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:
-        raise HTTPProblem(400, f"JSON does not validate: {exc}") from None
+        text = str(exc)
+        raise HTTPProblem(400, "JSON does not validate: " + (text if len(text) <= util.BRIEF_CHARS
+                                                              else text[:util.BRIEF_CHARS] + "…")) from None
 
 
 def from_typed(data: dict) -> tuple[ScheduleRequest, str | None]:
