@@ -223,6 +223,17 @@ def on_host(engine: Engine, host: str, *, vm_states: Sequence[VmState] | None = 
     return [_record(r) for r in run_read(engine, lambda conn: conn.execute(query.order_by(t.instances.c.created_at)).all())]
 
 
+def by_node(engine: Engine) -> dict[str, list[tuple[str, str]]]:
+    """Node → (name, uuid) of each instance not deleted on it, oldest first."""
+    c = t.instances.c
+    query = (select(c.node, c.name, c.uuid).where(c.node.is_not(None), c.vm_state != VmState.DELETED.value)
+             .order_by(c.created_at, c.uuid))
+    found: dict[str, list[tuple[str, str]]] = {}
+    for node, name, uuid in run_read(engine, lambda conn: conn.execute(query).all()):
+        found.setdefault(node, []).append((name, uuid))
+    return found
+
+
 def in_task_state(engine: Engine, task_state: TaskState, *, older_than: datetime | None = None) -> list[InstanceRecord]:
     """Instances in ``task_state`` whose last change is before ``older_than``."""
     query = select(t.instances).where(t.instances.c.task_state == task_state.value,

@@ -189,6 +189,34 @@ def test_hypervisor_listings_page_from_2_33(plane_factory):
     assert len(p.call("GET", "/v2.1/os-hypervisors?limit=1", headers=old).json["hypervisors"]) == 3
 
 
+def test_hypervisors_list_their_servers_when_asked_from_2_53(plane_factory):
+    p = plane_factory(computes=2)
+    p.flavor()
+    uuid = p.boot(name="on-host1", host="host1")
+    wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+
+    def servers(path: str, version: str) -> dict:
+        r = p.call("GET", path, headers={"OpenStack-API-Version": f"compute {version}"})
+        assert r.status_code == 200, r.text
+        body = r.json
+        found = body["hypervisors"] if "hypervisors" in body else [body["hypervisor"]]
+        return {h["hypervisor_hostname"]: h.get("servers") for h in found}
+
+    expected = [{"name": "on-host1", "uuid": uuid}]
+    for path in ("/v2.1/os-hypervisors?with_servers=true", "/v2.1/os-hypervisors/detail?with_servers=1"):
+        assert servers(path, "2.74") == {"host1": expected, "host2": None}  # empty left out before 2.75
+        assert servers(path, "2.75") == {"host1": expected, "host2": []}
+        assert servers(path, "2.52") == {"host1": None, "host2": None}  # not before 2.53
+    assert servers("/v2.1/os-hypervisors?with_servers=false", "2.90") == {"host1": None, "host2": None}
+    node = next(h for h in p.call("GET", "/v2.1/os-hypervisors").json["hypervisors"]
+                if h["hypervisor_hostname"] == "host1")
+    assert servers(f"/v2.1/os-hypervisors/{node['id']}?with_servers=yes", "2.90") == {"host1": expected}
+    r = p.call("GET", "/v2.1/os-hypervisors?with_servers=maybe")
+    assert r.status_code == 400 and "with_servers" in r.text
+    assert p.call("DELETE", f"/v2.1/servers/{uuid}").status_code == 204
+    wait_for(lambda: servers("/v2.1/os-hypervisors?with_servers=true", "2.90")["host1"] == [], what="gone")
+
+
 def test_errors_are_in_novas_format(plane_factory):
     p = plane_factory(computes=1)
     p.flavor()

@@ -131,7 +131,7 @@ DOCUMENT = {
         "/v2.1/os-availability-zone/detail": {"get": _op()},
         "/v2.1/os-services/{service_id}": {"put": _op(schemas.SERVICE_UPDATE, _path("service_id"))},
         "/v2.1/os-hypervisors/detail": {"get": _op(parameters=_query("limit", "marker",
-                                                                     "hypervisor_hostname_pattern"))},
+                                                                     "hypervisor_hostname_pattern", "with_servers"))},
     },
 }
 

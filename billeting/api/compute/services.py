@@ -9,6 +9,7 @@ import falcon
 from billeting.api.compute import availability_zones, paging, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request, not_found
+from billeting.cells import instances as inst
 from billeting.cells import services as svc
 from billeting.cells.hosts import host_reports
 from billeting.cells.rpc import ComputeAPI
@@ -128,25 +129,47 @@ class Services:
         resp.media = {"service": body}
 
 
+# oslo's strict reading of a boolean query parameter, as Nova's schemas take them.
+_BOOLEANS = {**dict.fromkeys(("1", "t", "true", "on", "y", "yes"), True),
+             **dict.fromkeys(("0", "f", "false", "off", "n", "no"), False)}
+
+
 class Hypervisors:
     def __init__(self, deps: ComputeAPIDeps) -> None:
         self.deps = deps
 
-    def _nodes(self):
+    def _nodes(self, with_servers: bool = False):
+        """(cell, node, its service, its host report, its servers or None) of every node."""
         found = []
         for cell, handle in sorted(self.deps.cells.cells().items()):
             reports = host_reports(handle.engine, cell=cell, down_time_s=self.deps.service_down_time_s)
             services = {r.host: r for r in svc.listing(handle.engine, svc.COMPUTE)}
+            servers = inst.by_node(handle.engine) if with_servers else None
             for node in svc.nodes(handle.engine):
-                found.append((cell, node, services.get(node.host), reports.get(node.nodename)))
+                found.append((cell, node, services.get(node.host), reports.get(node.nodename),
+                              servers.get(node.nodename, []) if servers is not None else None))
         return found
 
-    def _view(self, cell: str, node, service, report, ctx: RequestContext, detail: bool) -> dict:
+    @staticmethod
+    def _with_servers(req, ctx: RequestContext) -> bool:
+        """``with_servers`` (2.53+; ignored before, as Nova does)."""
+        if not ctx.version.at_least(53) or "with_servers" not in req.params:
+            return False
+        value = str(req.params["with_servers"]).lower()
+        if value not in _BOOLEANS:
+            raise bad_request(f"Invalid input for query parameters with_servers. Value: {req.params['with_servers']}."
+                              " 'with_servers' is not a boolean")
+        return _BOOLEANS[value]
+
+    def _view(self, cell: str, node, service, report, servers, ctx: RequestContext, detail: bool) -> dict:
         # Before 2.53: row ids of the cell databases (stable; see service_view).
         new_ids = ctx.version.at_least(53)
         body = {"id": node.uuid if new_ids else node.id, "hypervisor_hostname": node.nodename,
                 "state": "up" if report is not None and report.up else "down",
                 "status": "disabled" if service is not None and service.disabled else "enabled"}
+        # Asked for: the node's servers (from 2.75 an empty list too, before left out when empty).
+        if servers is not None and (servers or ctx.version.at_least(75)):
+            body["servers"] = [{"name": name, "uuid": uuid} for name, uuid in servers]
         if not detail:
             return body
         body.update({"host_ip": "127.0.0.1", "hypervisor_type": node.hypervisor_type, "hypervisor_version": 1,
@@ -169,7 +192,7 @@ class Hypervisors:
     def _list(self, req, resp, detail: bool) -> None:
         ctx: RequestContext = req.context.nova
         ctx.require_admin()
-        bodies = [self._view(*row, ctx, detail) for row in self._nodes()]
+        bodies = [self._view(*row, ctx, detail) for row in self._nodes(self._with_servers(req, ctx))]
         pattern = req.params.get("hypervisor_hostname_pattern")
         if pattern:
             bodies = [b for b in bodies if pattern in b["hypervisor_hostname"]]
@@ -189,7 +212,7 @@ class Hypervisors:
         ctx: RequestContext = req.context.nova
         ctx.require_admin()
         if ctx.version.at_least(53):
-            rows = [row for row in self._nodes() if row[1].uuid == hypervisor_id]
+            rows = [row for row in self._nodes(self._with_servers(req, ctx)) if row[1].uuid == hypervisor_id]
         else:
             rows = [row for row in self._nodes() if str(row[1].id) == hypervisor_id]
             if len(rows) > 1:
