@@ -51,7 +51,7 @@ from billeting.placement_client import moves as alloc
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import AllocationRequest, ProviderResources, WriteOutcome, WriteResult
 from billeting.scheduler.core import NoValidHost, Scheduler, SchedulerError
-from billeting.scheduler.nova import Flavor, request_from_nova
+from billeting.scheduler.nova import BadHint, Flavor, domain_hints, request_from_nova
 from billeting.scheduler.request import Destination, ScheduleRequest, ServerGroup
 from billeting.scheduler.selection import Selection
 
@@ -322,12 +322,17 @@ class ConductorMoveTasks:
         cell, never its current host. Raises MoveRefused (400) with the
         scheduler's explanation when there is none."""
         spec = self._spec(record)
+        try:
+            constraints, near = domain_hints(spec.hints, self.scheduler.directory, exclude=record.uuid)
+        except BadHint as exc:  # (checked when the server was made; the topology may have changed since)
+            raise MoveRefused(f"No valid host was found. {exc}", status=400) from None
         request = request_from_nova(
             flavor, spec.image, instance_uuids=[record.uuid], project_id=record.project_id,
             user_id=record.user_id, is_bfv=spec.is_bfv, availability_zone=spec.availability_zone,
             same_host=[u for u in spec.hints.get("same_host", ()) if u != record.uuid],
             different_host=[u for u in spec.hints.get("different_host", ()) if u != record.uuid],
-            destination=Destination(host=host, cell=cell.name), ignore_hosts=[record.host] if record.host else [])
+            destination=Destination(host=host, cell=cell.name), ignore_hosts=[record.host] if record.host else [],
+            domain_constraints=constraints, near=near)
         if spec.server_group and self.server_groups is not None:
             group = self.server_groups(spec.server_group, request)
             if group is not None:

@@ -32,7 +32,7 @@ from billeting.cells.messages import InstanceSpec, RequestSummary
 from billeting.messaging import Bus
 from billeting.scheduler.core import NoValidHost, SchedulerError
 from billeting.scheduler.nova import Flavor, Image, request_from_nova
-from billeting.scheduler.request import Destination, ScheduleRequest
+from billeting.scheduler.request import Destination, DomainConstraint, Nearness, ScheduleRequest
 from billeting.scheduler.selection import Selection
 from billeting.scheduler.service.errors import ServiceError
 
@@ -78,6 +78,9 @@ class BuildPlan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     server_group: str | None = None
     same_host: tuple[str, ...] = ()
     different_host: tuple[str, ...] = ()
+    # Failure-domain hints (same_rack, different_row, near_rack, ...), read by the API.
+    domain_constraints: tuple[DomainConstraint, ...] = ()
+    near: Nearness | None = None
 
 
 class BuildOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -149,7 +152,8 @@ class SuperConductor:
         request = request_from_nova(
             plan.flavor, plan.image, instance_uuids=plan.instance_uuids, project_id=plan.project_id,
             user_id=plan.user_id, is_bfv=plan.is_bfv, availability_zone=plan.availability_zone,
-            destination=plan.destination, same_host=plan.same_host, different_host=plan.different_host)
+            destination=plan.destination, same_host=plan.same_host, different_host=plan.different_host,
+            domain_constraints=plan.domain_constraints, near=plan.near)
         summary = RequestSummary(project_id=plan.project_id, user_id=plan.user_id,
                                  availability_zone=plan.availability_zone, server_group=plan.server_group,
                                  retry=self.settings.build_attempts > 1)

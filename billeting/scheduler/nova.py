@@ -27,12 +27,14 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 import msgspec
 import os_resource_classes
 
+from billeting.placement.api.util import is_uuid_like, normalize_uuid
 from billeting.placement_client.model import RequestGroup
+from billeting.scheduler.directory import CELL_LEVEL, Directory
 from billeting.scheduler.request import (
     Destination,
     DomainConstraint,
@@ -175,3 +177,51 @@ def request_from_nova(flavor: Flavor, image: Image | None = None, *, instance_uu
                            different_host=tuple(different_host), availability_zone=availability_zone,
                            destination=destination, ignore_hosts=tuple(ignore_hosts),
                            domain_constraints=tuple(domain_constraints), near=near)
+
+
+# --- failure-domain hints ----------------------------------------------------------
+# Nova passes hints it does not know to the scheduler's filters; these are
+# Billeting's, named like same_host/different_host: "same_rack": [server uuids],
+# "different_row": [...], and "near_rack": a rack's name or server uuids.
+_DOMAIN_HINT = re.compile(r"^(same|different|near)_(.+)$")
+
+
+class BadHint(ValueError):
+    """A failure-domain hint that cannot be used (the caller's 400)."""
+
+
+def domain_hints(hints: Mapping[str, Sequence[str]], directory: Directory, *,
+                 exclude: str | None = None) -> tuple[tuple[DomainConstraint, ...], Nearness | None]:
+    """The failure-domain constraints and nearness that ``hints`` (each value
+    a list, as a request spec keeps them) ask for, at the directory's
+    topology levels. Keys naming no level (``same_host`` among them) are
+    left to others; ``exclude``: an instance a move leaves out (the one moving)."""
+    levels = (*directory.levels, CELL_LEVEL)
+    constraints: list[DomainConstraint] = []
+    near: Nearness | None = None
+    for key in sorted(hints):
+        found = _DOMAIN_HINT.match(key)
+        if found is None or found.group(2) not in levels:
+            continue
+        relation, level = found.groups()
+        if relation == "near" and level == CELL_LEVEL:
+            continue  # (nearness widens through the topology levels; a cell is not one of them)
+        values = [hints[key]] if isinstance(hints[key], str) else list(hints[key])
+        if relation == "near":
+            if near is not None:
+                raise BadHint(f"{key}: only one near_<level> hint may be given")
+            if len(values) == 1 and isinstance(values[0], str) and not is_uuid_like(values[0]):
+                if directory.domain(level, values[0]) is None:
+                    raise BadHint(f"{key}: no {level} named {values[0]!r}")
+                near = Nearness(level=level, domain=values[0])
+                continue
+        if not values or not all(isinstance(v, str) and is_uuid_like(v) for v in values):
+            raise BadHint(f"{key} takes server uuids" + (f" or one {level}'s name" if relation == "near" else ""))
+        instances = tuple(u for u in dict.fromkeys(normalize_uuid(v) for v in values) if u != exclude)
+        if not instances:
+            continue
+        if relation == "near":
+            near = Nearness(level=level, instances=instances)
+        else:
+            constraints.append(DomainConstraint(relation=relation, level=level, instances=instances))
+    return tuple(constraints), near

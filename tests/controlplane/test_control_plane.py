@@ -532,3 +532,44 @@ def test_an_admin_may_name_the_host_or_node_a_server_goes_to(plane_factory):
     assert "not available" in refused(400, availability_zone="elsewhere:host1")
     assert "2.74" in refused(400, {"OpenStack-API-Version": "compute 2.73"}, host="host1")
     assert len(p.call("GET", "/v2.1/servers").json["servers"]) == 10  # nothing kept of the refused ones
+
+
+def test_failure_domain_hints_place_servers_by_rack_and_moves_keep_them(plane_factory):
+    from billeting.scheduler.service import topology
+
+    p = plane_factory(computes=4)
+    service = p.plane.scheduler
+    topology.define(service, "rack", "r1", hosts=["host1", "host2"])
+    topology.define(service, "rack", "r2", hosts=["host3", "host4"])
+    rack_of = {"host1": "r1", "host2": "r1", "host3": "r2", "host4": "r2"}
+    p.flavor()
+
+    def host_of(uuid: str, status: str = "ACTIVE") -> str:
+        wait_for(lambda: p.status(uuid) == status, what=status)
+        return p.call("GET", f"/v2.1/servers/{uuid}").json["server"]["OS-EXT-SRV-ATTR:host"]
+
+    def boot(**hints) -> str:
+        r = p.call("POST", "/v2.1/servers", {"server": {"name": "vm", "flavorRef": "1", "imageRef": "cirros",
+                                                        "networks": "none"}, "os:scheduler_hints": hints})
+        assert r.status_code == 202, r.text
+        return r.json["server"]["id"]
+
+    first = boot()
+    home = rack_of[host_of(first)]
+    for _ in range(2):
+        assert rack_of[host_of(boot(different_rack=[first]))] != home
+        assert rack_of[host_of(boot(same_rack=first.upper()))] == home
+        assert rack_of[host_of(boot(near_rack="r2"))] == "r2"
+
+    # A cold migration keeps the constraint: the other host of the same rack.
+    pinned = boot(same_rack=[first])
+    before = host_of(pinned)
+    assert p.call("POST", f"/v2.1/servers/{pinned}/action", {"migrate": None}).status_code == 202
+    after = host_of(pinned, "VERIFY_RESIZE")
+    assert after != before and rack_of[after] == home
+
+    for hints, words in (({"same_rack": ["nope"]}, "same_rack takes server uuids"),
+                         ({"near_rack": "r9"}, "no rack named 'r9'")):
+        r = p.call("POST", "/v2.1/servers", {"server": {"name": "x", "flavorRef": "1", "imageRef": "cirros",
+                                                        "networks": "none"}, "os:scheduler_hints": hints})
+        assert r.status_code == 400 and words in r.text, r.text

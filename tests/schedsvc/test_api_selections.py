@@ -66,6 +66,30 @@ def test_nova_form_is_translated(api, two_hosts, placement):
     assert placement.get_allocations(inst).project_id == "admin"
 
 
+def test_nova_form_takes_failure_domain_hints(api, fleet):
+    for name in ("h1", "h2", "h3", "h4"):
+        fleet.add(name, vcpu=4)
+    assert api.put("/topology/rack/r1", json={"hosts": ["h1", "h2"]}).status == 201
+    assert api.put("/topology/rack/r2", json={"hosts": ["h3", "h4"]}).status == 201
+    rack = {"h1": "r1", "h2": "r1", "h3": "r2", "h4": "r2"}
+
+    def place(hints: dict) -> str:
+        inst = new_uuid()
+        resp = api.post("/selections", json={"instance_uuids": [inst], "flavor": {"vcpus": 1, "memory_mb": 64},
+                                             "scheduler_hints": hints})
+        assert resp.status == 201, resp
+        return inst, resp.json["selections"][0][0]["nodename"]
+
+    first, host = place({})
+    for _ in range(3):
+        assert rack[place({"different_rack": [first]})[1]] != rack[host]
+        assert rack[place({"same_rack": [first]})[1]] == rack[host]
+        assert rack[place({"near_rack": ["r2"]})[1]] == "r2"
+    resp = api.post("/selections", json={"instance_uuids": [new_uuid()], "flavor": {"vcpus": 1, "memory_mb": 64},
+                                         "scheduler_hints": {"near_rack": ["r9"]}})
+    assert resp.status == 400 and "no rack named 'r9'" in resp.error["detail"], resp
+
+
 @pytest.mark.parametrize("body, text", [
     ({"groups": [{"resources": {"VCPU": 1}}]}, "'instance_uuids' is a required property"),
     (simple_request(alternates=-1), "-1 is less than the minimum of 0"),

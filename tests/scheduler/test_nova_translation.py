@@ -115,3 +115,31 @@ def test_query_string_feature_checks_name_the_missing_microversion():
     assert query_string(anyof, (1, 39)) == "required=in:A,B&resources=VCPU:1"
     with pytest.raises(UnsupportedQuery):
         query_string(anyof, (1, 38))
+
+
+def test_failure_domain_hints_become_constraints_and_nearness():
+    from billeting.scheduler.nova import BadHint, domain_hints
+    from billeting.scheduler.request import DomainConstraint, Nearness
+
+    directory = MemoryDirectory()
+    directory.add_domain("rack", "r1", "agg-r1")
+    a, b = "3f1b2c4d-0000-4000-8000-00000000000a", "3f1b2c4d-0000-4000-8000-00000000000b"
+    constraints, near = domain_hints({"different_rack": [a.upper()], "same_row": [b, b], "same_host": [a],
+                                      "different_planet": [a], "anything": ["else"]}, directory)
+    assert constraints == (DomainConstraint(relation="different", level="rack", instances=(a,)),
+                           DomainConstraint(relation="same", level="row", instances=(b,)))
+    assert near is None
+    assert domain_hints({"near_rack": ["r1"]}, directory) == ((), Nearness(level="rack", domain="r1"))
+    assert domain_hints({"near_row": [a]}, directory) == ((), Nearness(level="row", instances=(a,)))
+    assert domain_hints({"different_cell": [a]}, directory) == (
+        (DomainConstraint(relation="different", level="cell", instances=(a,)),), None)
+    # A move leaves the moving instance out (a constraint on itself alone disappears).
+    assert domain_hints({"different_rack": [a], "same_row": [a, b]}, directory, exclude=a) == (
+        (DomainConstraint(relation="same", level="row", instances=(b,)),), None)
+    for hints in ({"same_rack": ["not-a-uuid"]}, {"different_row": []}, {"near_rack": ["r9"]},
+                  {"near_rack": ["r1", a]}, {"near_rack": [a], "near_row": [b]}):
+        try:
+            domain_hints(hints, directory)
+        except BadHint:
+            continue
+        raise AssertionError(f"{hints} was taken")

@@ -22,6 +22,7 @@ from billeting.conductor.super_conductor import BuildPlan
 from billeting.messaging import BusUnavailable
 from billeting.placement.api.util import normalize_uuid
 from billeting.placement.store.tx import run_read, run_write
+from billeting.scheduler.nova import BadHint, domain_hints
 from billeting.scheduler.request import Destination
 
 LOG = logging.getLogger(__name__)
@@ -216,10 +217,16 @@ class Servers:
         names = tuple(f"{name}-{i + 1}" if max_count > 1 else name for i in range(max_count))
         az, destination = _destination(self.deps, ctx, server)
         is_bfv = not image_ref
+        try:
+            constraints, near = domain_hints({k: _as_list(v) for k, v in hints.items()},
+                                             self.deps.scheduler.directory)
+        except BadHint as exc:
+            raise bad_request(f"Invalid input for field/attribute os:scheduler_hints. {exc}") from None
         plan = BuildPlan(request_id=ctx.request_id, instance_uuids=uuids, names=names, project_id=ctx.project_id,
                          user_id=ctx.user_id, flavor=flavor.scheduler_flavor(), image=image, is_bfv=is_bfv,
                          availability_zone=az, destination=destination, server_group=group,
-                         same_host=_as_list(hints.get("same_host")), different_host=_as_list(hints.get("different_host")))
+                         same_host=_as_list(hints.get("same_host")), different_host=_as_list(hints.get("different_host")),
+                         domain_constraints=constraints, near=near)
 
         def record(conn: Connection) -> None:
             for uuid, each in zip(uuids, names):

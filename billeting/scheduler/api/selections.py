@@ -36,8 +36,8 @@ class Selections(Resource):
         data.setdefault("user_id", caller.user_id)
         if not data["project_id"] or not data["user_id"]:
             raise HTTPProblem(400, "project_id and user_id are needed: the caller's token names no project")
-        request, group = (from_nova(data) if nova_form else from_typed(data))
         service = self.service
+        request, group = (from_nova(data, service.directory) if nova_form else from_typed(data))
         if dry_run:
             ranked = service.dry_run(request, group=group)
             send(resp, {"hosts": ranked})
@@ -64,11 +64,15 @@ def from_typed(data: dict) -> tuple[ScheduleRequest, str | None]:
     return _convert(data, ScheduleRequest), group
 
 
-def from_nova(data: dict) -> tuple[ScheduleRequest, str | None]:
+def from_nova(data: dict, directory) -> tuple[ScheduleRequest, str | None]:
     hints = dict(data.get("scheduler_hints") or {})
     group = hints.pop("group", None)
     same_host = hints.pop("same_host", [])
     different_host = hints.pop("different_host", [])
+    try:
+        constraints, near = nova.domain_hints(hints, directory)
+    except nova.BadHint as exc:
+        raise HTTPProblem(400, f"scheduler_hints: {exc}") from None
     flavor = _convert(data["flavor"], nova.Flavor)
     image = _convert(data["image"], nova.Image) if "image" in data else None
     destination = _convert(data["destination"], Destination) if "destination" in data else None
@@ -76,7 +80,7 @@ def from_nova(data: dict) -> tuple[ScheduleRequest, str | None]:
         flavor, image, instance_uuids=data["instance_uuids"], project_id=data["project_id"],
         user_id=data["user_id"], is_bfv=data.get("is_bfv", False), availability_zone=data.get("availability_zone"),
         same_host=same_host, different_host=different_host, destination=destination,
-        ignore_hosts=data.get("ignore_hosts", ()))
+        ignore_hosts=data.get("ignore_hosts", ()), domain_constraints=constraints, near=near)
     if not any(g.resources for g in request.groups):
         raise HTTPProblem(400, "the flavor asks for no resources")
     if hints:
