@@ -573,3 +573,37 @@ def test_failure_domain_hints_place_servers_by_rack_and_moves_keep_them(plane_fa
         r = p.call("POST", "/v2.1/servers", {"server": {"name": "x", "flavorRef": "1", "imageRef": "cirros",
                                                         "networks": "none"}, "os:scheduler_hints": hints})
         assert r.status_code == 400 and words in r.text, r.text
+
+
+def test_a_server_group_may_hold_its_policy_per_rack(plane_factory):
+    from billeting.scheduler.service import topology
+
+    p = plane_factory(computes=4)
+    topology.define(p.plane.scheduler, "rack", "r1", hosts=["host1", "host2"])
+    topology.define(p.plane.scheduler, "rack", "r2", hosts=["host3", "host4"])
+    rack_of = {"host1": "r1", "host2": "r1", "host3": "r2", "host4": "r2"}
+    p.flavor()
+    r = p.call("POST", "/v2.1/os-server-groups", {"server_group": {
+        "name": "per-rack", "policy": "anti-affinity", "rules": {"scope": "rack"}}})
+    assert r.status_code == 200, r.text
+    group = r.json["server_group"]
+    assert group["rules"] == {"scope": "rack"}
+    assert p.call("GET", f"/v2.1/os-server-groups/{group['id']}").json["server_group"]["rules"] == {"scope": "rack"}
+    placed = []
+    for i in range(2):
+        r = p.call("POST", "/v2.1/servers", {"server": {"name": f"m{i}", "flavorRef": "1", "imageRef": "cirros",
+                                                        "networks": "none"},
+                                             "os:scheduler_hints": {"group": group["id"]}})
+        assert r.status_code == 202, r.text
+        uuid = r.json["server"]["id"]
+        wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
+        placed.append(p.call("GET", f"/v2.1/servers/{uuid}").json["server"]["OS-EXT-SRV-ATTR:host"])
+    assert {rack_of[h] for h in placed} == {"r1", "r2"}
+    # A third finds both racks taken, although two hosts are free.
+    r = p.call("POST", "/v2.1/servers", {"server": {"name": "m2", "flavorRef": "1", "imageRef": "cirros",
+                                                    "networks": "none"}, "os:scheduler_hints": {"group": group["id"]}})
+    wait_for(lambda: p.status(r.json["server"]["id"]) == "ERROR", what="ERROR")
+    for rules in ({"scope": "galaxy"}, {"scope": "rack", "max_server_per_host": 2, "extra": 1}):
+        r = p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "x", "policy": "anti-affinity",
+                                                                       "rules": rules}})
+        assert r.status_code == 400, r.text

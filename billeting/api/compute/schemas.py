@@ -165,7 +165,9 @@ SERVER_GROUP_CREATE = {
             "policies": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
                 "type": "string", "enum": ["affinity", "anti-affinity", "soft-affinity", "soft-anti-affinity"]}},
             "rules": {"type": "object", "properties": {
-                "max_server_per_host": _INT1},
+                "max_server_per_host": _INT1,
+                # Billeting's: the failure domain the policy applies to ("host" or a topology level).
+                "scope": {"type": "string", "minLength": 1, "maxLength": 64}},
                 "additionalProperties": False},
         },
         "required": ["name"],

@@ -9,6 +9,7 @@ from billeting.api.compute.errors import bad_request, not_found
 from billeting.apidb import server_groups as store
 from billeting.apidb.server_groups import StoredGroup
 from billeting.placement.store.tx import run_read
+from billeting.scheduler.request import HOST_SCOPE
 from billeting.scheduler.service import groups
 from billeting.scheduler.service.errors import ServiceError
 
@@ -19,6 +20,8 @@ def view(group: StoredGroup, ctx: RequestContext) -> dict:
         body["policy"] = group.policy
         body["rules"] = ({"max_server_per_host": group.max_server_per_host}
                          if group.max_server_per_host is not None else {})
+        if group.scope != HOST_SCOPE:  # (Billeting's rule: the policy holds per rack, row, ...)
+            body["rules"]["scope"] = group.scope
     else:
         body["policies"] = [group.policy]
         body["metadata"] = {}
@@ -62,13 +65,13 @@ class ServerGroups:
             rules = {}
             if policy.startswith("soft") and not ctx.version.at_least(15):
                 raise bad_request(f"Invalid input for field/attribute policies. Value: {policy}.")
-        if rules and policy != "anti-affinity":
+        if "max_server_per_host" in rules and policy != "anti-affinity":
             raise bad_request("Invalid input for field/attribute rules: only the anti-affinity policy takes rules.")
         max_per_host = int(rules["max_server_per_host"]) if "max_server_per_host" in rules else None
         try:
             created = groups.create(self.deps.scheduler, groups.GroupSpec(
                 name=sg["name"], policy=policy, project_id=ctx.project_id, user_id=ctx.user_id,
-                max_server_per_host=max_per_host))
+                max_server_per_host=max_per_host, scope=rules.get("scope", HOST_SCOPE)))
         except ServiceError as exc:
             raise bad_request(exc.detail) from None
         stored = groups.get(self.deps.scheduler, created.uuid)
