@@ -418,7 +418,8 @@ class Scheduler:
         hosts = self.catalog.host_uuids()
         shortfalls = []
         if offered < len(hosts):
-            shortfalls = explain_mod.placement_shortfalls(self.client, query, set(hosts))
+            shortfalls = explain_mod.placement_shortfalls(
+                self.client, query, set(hosts), explain_mod.aggregate_names(self.directory, request.availability_zone))
         return explain_mod.explain(instances=request.num_instances, hosts_total=len(hosts),
                                    hosts_offered=offered, query=qs, placement=shortfalls, steps=steps,
                                    claims_lost=lost, placed=placed)

@@ -58,8 +58,28 @@ def _roots(records) -> set[str]:
     return {p.root_provider_uuid or p.uuid for p in records}
 
 
-def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uuids: set[str]) -> list[Shortfall]:
-    """Per constraint of ``query``: how many of the hosts fail it alone."""
+def aggregate_names(directory, zone: str | None = None):
+    """How an explanation names a set of aggregates: the availability zone
+    the request asked for, the failure domains they stand for ("rack r1 or
+    rack r2"), else their uuids."""
+    zone_aggs = directory.az_aggregates(zone) if zone else frozenset()
+
+    def name(aggregates: frozenset[str]) -> str:
+        if zone and aggregates == zone_aggs:
+            return f"availability zone {zone!r}"
+        domains = [directory.domains_of([agg]) for agg in sorted(aggregates)]
+        if domains and all(len(found) == 1 for found in domains):
+            return " or ".join(sorted(f"{d.level} {d.name}" for found in domains for d in found.values()))
+        return f"aggregate(s) {', '.join(sorted(aggregates))}"
+
+    return name
+
+
+def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uuids: set[str],
+                         names=None) -> list[Shortfall]:
+    """Per constraint of ``query``: how many of the hosts fail it alone.
+    ``names``: how to word a set of aggregates (``aggregate_names``)."""
+    names = names or (lambda aggregates: f"aggregate(s) {', '.join(sorted(aggregates))}")
     found: list[Shortfall] = []
     total = len(host_uuids)
 
@@ -80,7 +100,7 @@ def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uu
                 trait = next(iter(any_of))
                 lacking(f"lacked trait {trait}{where}", required=[trait])
         for any_of in group.member_of:
-            lacking(f"were outside aggregate(s) {', '.join(sorted(any_of))}{where}", member_of=any_of)
+            lacking(f"were outside {names(any_of)}{where}", member_of=any_of)
     for trait in sorted(query.root_required):
         lacking(f"lacked trait {trait}", required=[trait])
     if DISABLED_TRAIT in query.root_forbidden:

@@ -132,7 +132,9 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
             nodes = catalog.records([dest.node]).values()  # a node given by uuid
             nodes = list(nodes)
         if not nodes:
-            raise Unsatisfiable(f"No such host or node: {name}")
+            if dest.host and dest.node and catalog.by_name(dest.node):
+                raise Unsatisfiable(f"node {dest.node} is not a node of host {dest.host}")
+            raise Unsatisfiable(f"No such {'node' if dest.node else 'host'}: {name}")
         if len(nodes) == 1:
             in_tree = nodes[0].uuid
         else:

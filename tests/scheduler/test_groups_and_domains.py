@@ -135,6 +135,16 @@ def test_different_row_and_same_rack_constraints(racks, make_scheduler):
     assert {rack_of(h) for h in chosen(lines)} == {"r1"}
 
 
+def test_no_valid_host_names_the_failure_domains_it_looked_in(racks, make_scheduler):
+    x = place_on(make_scheduler, racks, "h1")  # rack r1
+    too_big = request_from_nova(Flavor(vcpus=1, memory_mb=10**6), instance_uuids=new_uuids(1), project_id="proj",
+                                user_id="user", domain_constraints=[
+                                    DomainConstraint(relation="same", level="rack", instances=(x,))])
+    with pytest.raises(NoValidHost) as failed:
+        make_scheduler().select_destinations(too_big)
+    assert "4 were outside rack r1" in failed.value.explanation.message, failed.value.explanation.message
+
+
 def test_near_widens_level_by_level_and_says_which_it_met(fleet, make_scheduler):
     for i in range(6):
         fleet.host(f"h{i}", memory_mb=2048 if i < 4 else 65536)  # racks r1, r2 are small

@@ -36,6 +36,8 @@ def test_availability_zone_becomes_member_of_and_the_selection_carries_it(fleet,
     with pytest.raises(NoValidHost) as failed:
         make_scheduler().select_destinations(too_big)
     assert f"member_of=in:{EAST}" in failed.value.explanation.query
+    # The zone is named, not its aggregate's uuid.
+    assert "1 were outside availability zone 'east'" in failed.value.explanation.message
 
 
 def test_a_zone_without_aggregates_is_checked_by_the_filter(fleet, make_scheduler):
