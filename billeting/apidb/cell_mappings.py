@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid as uuidlib
 
 import msgspec
-from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy import Connection, Engine, delete, insert, select, update
 
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
@@ -93,3 +93,9 @@ def cell_of_host(engine: Engine, host: str) -> str | None:
     h, c = t.host_mappings.c, t.cell_mappings.c
     return run_read(engine, lambda conn: conn.execute(select(c.name).join_from(
         t.host_mappings, t.cell_mappings, h.cell_id == c.id).where(h.host == host)).scalar())
+
+
+def unmap_host(engine: Engine, host: str) -> None:
+    """Forget a host's cell (its compute service was deleted)."""
+    run_write(engine, lambda conn: conn.execute(delete(t.host_mappings).where(t.host_mappings.c.host == host)))
+

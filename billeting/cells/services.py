@@ -183,3 +183,17 @@ def node(engine: Engine, uuid: str) -> ComputeNodeRecord | None:
 def forget_node(engine: Engine, uuid: str) -> None:
     """A node its driver no longer reports (an Ironic node that left)."""
     run_write(engine, lambda conn: conn.execute(delete(t.compute_nodes).where(t.compute_nodes.c.uuid == uuid)))
+
+
+def remove(engine: Engine, host: str, binary: str) -> bool:
+    """Forget a service, and for a compute its nodes (an operator's
+    decommission). False when it was not there."""
+
+    def work(conn: Connection) -> bool:
+        if binary == COMPUTE:
+            conn.execute(delete(t.compute_nodes).where(t.compute_nodes.c.host == host))
+        return conn.execute(delete(t.services).where(t.services.c.host == host,
+                                                      t.services.c.binary == binary)).rowcount > 0
+
+    return run_write(engine, work)
+

@@ -607,3 +607,45 @@ def test_a_server_group_may_hold_its_policy_per_rack(plane_factory):
         r = p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "x", "policy": "anti-affinity",
                                                                        "rules": rules}})
         assert r.status_code == 400, r.text
+
+
+def test_an_admin_deletes_a_compute_service_that_runs_nothing(plane_factory):
+    p = plane_factory(computes=3)
+    p.flavor()
+    busy = p.boot(name="busy", host="host1")
+    wait_for(lambda: p.status(busy) == "ACTIVE", what="ACTIVE")
+
+    def services() -> dict[tuple[str, str], str]:
+        return {(s["host"], s["binary"]): s["id"] for s in p.call("GET", "/v2.1/os-services").json["services"]}
+
+    ids = services()
+    r = p.call("DELETE", f"/v2.1/os-services/{ids[('host1', 'nova-compute')]}")
+    assert r.status_code == 409 and "hosting instances" in r.text, r.text
+    assert p.call("DELETE", f"/v2.1/os-services/{ids[('host2', 'nova-compute')]}",
+                  headers={"X-Auth-Token": "alice:p1"}).status_code == 403
+
+    # host3 holds an allocation nobody's server explains: Placement refuses, nothing is removed.
+    placement = p.d.placement
+    (host3,) = placement.list_providers(name="host3")
+    from billeting.placement_client.model import AllocationWrite, ProviderResources
+
+    stray = str(uuidlib.uuid4())
+    assert placement.put_allocations(stray, AllocationWrite(
+        allocations={host3.uuid: ProviderResources(resources={"VCPU": 1})}, project_id="p", user_id="u",
+        consumer_generation=None)).ok
+    r = p.call("DELETE", f"/v2.1/os-services/{ids[('host3', 'nova-compute')]}")
+    assert r.status_code == 409 and "still holds allocations" in r.text, r.text
+    assert ("host3", "nova-compute") in services() and placement.list_providers(name="host3")
+
+    # host2, stopped first as Nova asks: gone from every listing, Placement and the scheduler.
+    p.d.computes["host2"].stop()
+    r = p.call("DELETE", f"/v2.1/os-services/{ids[('host2', 'nova-compute')]}")
+    assert r.status_code == 204, r.text
+    assert ("host2", "nova-compute") not in services()
+    assert "host2" not in {h["hypervisor_hostname"] for h in p.call("GET", "/v2.1/os-hypervisors").json["hypervisors"]}
+    assert placement.list_providers(name="host2") == []
+    assert cell_mappings.cell_of_host(p.api_engine, "host2") is None
+    r = p.call("POST", "/v2.1/servers", {"server": {"name": "x", "flavorRef": "1", "imageRef": "cirros",
+                                                    "networks": "none", "host": "host2"}})
+    assert r.status_code == 400 and "host2 could not be found" in r.text, r.text
+    assert p.call("DELETE", f"/v2.1/os-services/{ids[('host2', 'nova-compute')]}").status_code == 404

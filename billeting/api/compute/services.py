@@ -8,11 +8,15 @@ import falcon
 
 from billeting.api.compute import availability_zones, paging, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
-from billeting.api.compute.errors import bad_request, not_found
+from billeting.api.compute.errors import bad_request, conflict, not_found
+from billeting.apidb import cell_mappings
 from billeting.cells import instances as inst
+from billeting.cells import moves as cell_moves
+from billeting.cells.audit import MIGRATION_DONE
 from billeting.cells import services as svc
 from billeting.cells.hosts import host_reports
 from billeting.cells.rpc import ComputeAPI
+from billeting.placement_client.client import PlacementError
 
 _OUR_BINARY = {v: k for k, v in views.NOVA_BINARY.items()}
 _NS = uuidlib.UUID("6c1e2a4e-0a3f-4b7a-9a55-5f4c2d8e1b10")
@@ -44,6 +48,20 @@ def service_view(cell: str, record: svc.ServiceRecord, ctx: RequestContext, down
     if ctx.version.at_least(11):
         body["forced_down"] = record.forced_down
     return body
+
+
+def _delete_tree(client, root: str) -> None:
+    """A node's provider tree out of Placement, children before parents."""
+    tree = {p.uuid: p.parent_provider_uuid for p in client.list_providers(in_tree=root)}
+
+    def depth(uuid: str) -> int:
+        steps = 0
+        while tree.get(uuid) is not None and steps <= len(tree):
+            uuid, steps = tree[uuid], steps + 1
+        return steps
+
+    for uuid in sorted(tree, key=depth, reverse=True):
+        client.delete_provider(uuid)
 
 
 class Services:
@@ -102,6 +120,47 @@ class Services:
                               forced_down=doc.get("forced_down"))
         resp.media = {"service": service_view(cell, record, ctx, self.deps.service_down_time_s,
                                               availability_zones.host_zones(self.deps, best_effort=True))}
+
+    def on_delete_one(self, req, resp, service_id: str) -> None:
+        """Decommission a service, as Nova does: a compute only when it runs no
+        servers and takes part in no move; its nodes leave Placement (so
+        nothing is scheduled there), the cell database and the host mappings.
+        A compute still running registers again at its next report (stop it
+        first, as in Nova)."""
+        ctx: RequestContext = req.context.nova
+        ctx.require_admin()
+        if ctx.version.at_least(53):
+            match = [(c, r) for c, r in _all_services(self.deps) if service_uuid(c, r.host, r.binary) == service_id]
+        else:
+            match = [(c, r) for c, r in _all_services(self.deps) if str(r.id) == service_id]
+            if len(match) > 1:
+                raise bad_request(f"Service id {service_id} is in more than one cell; use microversion 2.53 or "
+                                  "later (uuids).")
+        if not match:
+            raise not_found(f"Service {service_id} could not be found.")
+        cell, record = match[0]
+        engine = self.deps.cells.engine_of(cell)
+        if record.binary == svc.COMPUTE:
+            hosting = [r for r in inst.on_host(engine, record.host) if r.vm_state != inst.VmState.DELETED]
+            if hosting:
+                raise conflict("Unable to delete compute service that is hosting instances. Migrate or delete "
+                               "the instances first.")
+            if any(m.status not in MIGRATION_DONE for m in cell_moves.involving(engine, record.host)):
+                raise conflict("Unable to delete compute service that has in-progress migrations. Complete the "
+                               "migrations or delete the instances first.")
+            client = self.deps.scheduler.client
+            for node in svc.nodes(engine, record.host):
+                try:
+                    _delete_tree(client, node.uuid)
+                except PlacementError as exc:
+                    if exc.status == 409:
+                        raise conflict(f"Unable to delete compute service: the resource provider {node.uuid} of "
+                                       f"node {node.nodename} still holds allocations in Placement.") from None
+                    raise
+            cell_mappings.unmap_host(self.deps.api_engine, record.host)
+        svc.remove(engine, record.host, record.binary)
+        self.deps.on_service_change()
+        resp.status = falcon.HTTP_204
 
     def _legacy(self, req, resp, ctx: RequestContext, action: str, doc) -> None:
         if ctx.version.at_least(53):
