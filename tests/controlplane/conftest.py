@@ -83,9 +83,9 @@ class Plane:
         assert r.status_code == 200, r.text
         return r.json["flavor"]
 
-    def boot(self, name="vm", flavor="1", **extra):
+    def boot(self, name="vm", flavor="1", hints=None, **extra):
         server = {"name": name, "flavorRef": flavor, "imageRef": "cirros", "networks": "none", **extra}
-        r = self.call("POST", "/v2.1/servers", {"server": server})
+        r = self.call("POST", "/v2.1/servers", {"server": server, **({"os:scheduler_hints": hints} if hints else {})})
         assert r.status_code == 202, r.text
         return r.json["server"]["id"]
 

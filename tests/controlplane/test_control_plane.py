@@ -549,10 +549,7 @@ def test_failure_domain_hints_place_servers_by_rack_and_moves_keep_them(plane_fa
         return p.call("GET", f"/v2.1/servers/{uuid}").json["server"]["OS-EXT-SRV-ATTR:host"]
 
     def boot(**hints) -> str:
-        r = p.call("POST", "/v2.1/servers", {"server": {"name": "vm", "flavorRef": "1", "imageRef": "cirros",
-                                                        "networks": "none"}, "os:scheduler_hints": hints})
-        assert r.status_code == 202, r.text
-        return r.json["server"]["id"]
+        return p.boot(hints=hints)
 
     first = boot()
     home = rack_of[host_of(first)]
@@ -591,18 +588,13 @@ def test_a_server_group_may_hold_its_policy_per_rack(plane_factory):
     assert p.call("GET", f"/v2.1/os-server-groups/{group['id']}").json["server_group"]["rules"] == {"scope": "rack"}
     placed = []
     for i in range(2):
-        r = p.call("POST", "/v2.1/servers", {"server": {"name": f"m{i}", "flavorRef": "1", "imageRef": "cirros",
-                                                        "networks": "none"},
-                                             "os:scheduler_hints": {"group": group["id"]}})
-        assert r.status_code == 202, r.text
-        uuid = r.json["server"]["id"]
+        uuid = p.boot(name=f"m{i}", hints={"group": group["id"]})
         wait_for(lambda: p.status(uuid) == "ACTIVE", what="ACTIVE")
         placed.append(p.call("GET", f"/v2.1/servers/{uuid}").json["server"]["OS-EXT-SRV-ATTR:host"])
     assert {rack_of[h] for h in placed} == {"r1", "r2"}
     # A third finds both racks taken, although two hosts are free.
-    r = p.call("POST", "/v2.1/servers", {"server": {"name": "m2", "flavorRef": "1", "imageRef": "cirros",
-                                                    "networks": "none"}, "os:scheduler_hints": {"group": group["id"]}})
-    wait_for(lambda: p.status(r.json["server"]["id"]) == "ERROR", what="ERROR")
+    third = p.boot(name="m2", hints={"group": group["id"]})
+    wait_for(lambda: p.status(third) == "ERROR", what="ERROR")
     for rules in ({"scope": "galaxy"}, {"scope": "rack", "max_server_per_host": 2, "extra": 1}):
         r = p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "x", "policy": "anti-affinity",
                                                                        "rules": rules}})

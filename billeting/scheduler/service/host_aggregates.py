@@ -160,35 +160,21 @@ def _plain(snap: Snapshot, agg: AggregateInfo, action: str) -> None:
 
 
 def update(service, aggregate_id: int, changes: Mapping[str, str | None]) -> HostAggregate:
-    """``changes``: a new ``name`` and/or ``availability_zone`` (None takes the zone away)."""
-    zone_given = ZONE_KEY in changes
-    zone = changes.get(ZONE_KEY)
-    _check_zone(zone)
-    members = _zone_members(service, aggregate_id) if zone_given and zone is not None else []
-
-    def work(conn, snap: Snapshot) -> None:
-        agg = _find(snap, aggregate_id)
-        _plain(snap, agg, "update")
-        if "name" in changes:
-            _name_free(snap, changes["name"], agg.id)
-        if zone_given:
-            clash = _zone_clash(service, agg, zone, members)
-            if clash:
-                raise BadRequest(f"Cannot update aggregate {agg.id}. Reason: One or more hosts already in "
-                                 f"availability zone(s) {clash}.")
-            metadata = {k: v for k, v in agg.metadata.items() if k != ZONE_KEY}
-            if zone is not None:
-                metadata[ZONE_KEY] = zone
-            store.set_metadata(conn, agg.id, metadata)
-        store.touch(conn, agg.id, **({"name": changes["name"]} if "name" in changes else {}))
-
-    after = _write(service, f"aggregate {aggregate_id}", work)
-    return _view(agg := _find(after, aggregate_id), _member_nodes(service, agg))
+    """Nova's update: a new ``name`` and/or ``availability_zone`` (None takes the zone away)."""
+    zone = {ZONE_KEY: changes[ZONE_KEY]} if ZONE_KEY in changes else {}
+    return _change(service, aggregate_id, "update", zone, name=changes.get("name"), plain_only=True)
 
 
 def set_metadata(service, aggregate_id: int, changes: Mapping[str, str | None]) -> HostAggregate:
     """Nova's ``set_metadata``: given keys set, keys given ``None`` removed, others kept."""
     check_metadata({k: v for k, v in changes.items() if v is not None})
+    return _change(service, aggregate_id, "update metadata of", changes)
+
+
+def _change(service, aggregate_id: int, action: str, changes: Mapping[str, str | None], *,
+            name: str | None = None, plain_only: bool = False) -> HostAggregate:
+    """Merge ``changes`` into the metadata (None removes a key) and rename,
+    in one transaction; a zone change is checked against the members' other zones."""
     zone_given = ZONE_KEY in changes
     zone = changes.get(ZONE_KEY)
     _check_zone(zone)
@@ -196,14 +182,17 @@ def set_metadata(service, aggregate_id: int, changes: Mapping[str, str | None]) 
 
     def work(conn, snap: Snapshot) -> None:
         agg = _find(snap, aggregate_id)
-        if agg.kind != KIND_PLAIN and zone_given and zone != agg.metadata.get(ZONE_KEY):
-            raise BadRequest(f"Cannot update metadata of aggregate {agg.id}: it is {describe(snap, agg)}, whose "
+        if plain_only:
+            _plain(snap, agg, action)
+        elif agg.kind != KIND_PLAIN and zone_given and zone != agg.metadata.get(ZONE_KEY):
+            raise BadRequest(f"Cannot {action} aggregate {agg.id}: it is {describe(snap, agg)}, whose "
                              f"{ZONE_KEY} is set through the scheduler's API.")
-        if zone_given:
-            clash = _zone_clash(service, agg, zone, members)
-            if clash:
-                raise BadRequest(f"Cannot update metadata of aggregate {agg.id}. Reason: One or more hosts "
-                                 f"already in availability zone(s) {clash}.")
+        if name is not None:
+            _name_free(snap, name, agg.id)
+        clash = _zone_clash(service, agg, zone, members) if zone_given else []
+        if clash:
+            raise BadRequest(f"Cannot {action} aggregate {agg.id}. Reason: One or more hosts already in "
+                             f"availability zone(s) {clash}.")
         metadata = dict(agg.metadata)
         for key, value in changes.items():
             if value is None:
@@ -211,7 +200,7 @@ def set_metadata(service, aggregate_id: int, changes: Mapping[str, str | None]) 
             else:
                 metadata[key] = value
         store.set_metadata(conn, agg.id, metadata)
-        store.touch(conn, agg.id)
+        store.touch(conn, agg.id, **({"name": name} if name is not None else {}))
 
     after = _write(service, f"aggregate {aggregate_id}", work)
     return _view(agg := _find(after, aggregate_id), _member_nodes(service, agg))
