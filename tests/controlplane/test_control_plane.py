@@ -641,3 +641,37 @@ def test_an_admin_deletes_a_compute_service_that_runs_nothing(plane_factory):
                                                     "networks": "none", "host": "host2"}})
     assert r.status_code == 400 and "host2 could not be found" in r.text, r.text
     assert p.call("DELETE", f"/v2.1/os-services/{ids[('host2', 'nova-compute')]}").status_code == 404
+
+
+def test_limits_show_the_projects_usage_and_no_quota(plane_factory):
+    p = plane_factory(computes=2)
+    p.flavor()  # 2 vCPUs, 2048 MB
+    alice = {"X-Auth-Token": "alice:p1"}
+    for name in ("a", "b"):
+        r = p.call("POST", "/v2.1/servers", {"server": {"name": name, "flavorRef": "1", "imageRef": "cirros",
+                                                        "networks": "none"}}, headers=alice)
+        assert r.status_code == 202, r.text
+    gone = p.boot(name="admins")  # another project's: not counted
+    p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "g", "policy": "affinity"}}, headers=alice)
+
+    def limits(headers) -> dict:
+        r = p.call("GET", "/v2.1/limits", headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.json["limits"]["rate"] == []
+        return r.json["limits"]["absolute"]
+
+    mine = limits(alice)
+    assert (mine["totalInstancesUsed"], mine["totalCoresUsed"], mine["totalRAMUsed"],
+            mine["totalServerGroupsUsed"]) == (2, 4, 4096, 1)
+    assert mine["maxTotalCores"] == mine["maxTotalInstances"] == mine["maxTotalRAMSize"] == -1
+    assert "maxPersonality" not in mine and "maxSecurityGroups" not in mine  # gone at 2.57 and 2.36
+    old = limits({**alice, "OpenStack-API-Version": "compute 2.1"})
+    assert old["maxPersonality"] == -1 and old["totalFloatingIpsUsed"] == 0
+    # An admin may look at another project's; a user may not.
+    assert limits({"X-Auth-Token": "admin"})["totalInstancesUsed"] == 1
+    r = p.call("GET", "/v2.1/limits?tenant_id=p1")
+    assert r.json["limits"]["absolute"]["totalInstancesUsed"] == 2
+    assert p.call("GET", "/v2.1/limits?tenant_id=admin", headers=alice).status_code == 403
+    # A deleted server stops counting.
+    assert p.call("DELETE", f"/v2.1/servers/{gone}").status_code == 204
+    wait_for(lambda: limits({"X-Auth-Token": "admin"})["totalInstancesUsed"] == 0, what="deleted")

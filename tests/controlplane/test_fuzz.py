@@ -123,6 +123,7 @@ DOCUMENT = {
             "changes-since"))},
         "/v2.1/os-services": {"get": _op(parameters=_query("host", "binary"))},
         "/v2.1/os-availability-zone": {"get": _op()},
+        "/v2.1/limits": {"get": _op(parameters=_query("tenant_id", "reserved"))},
         "/v2.1/os-aggregates": {"get": _op(), "post": _op(_aggregate_create())},
         "/v2.1/os-aggregates/{aggregate_id}": {"get": _op(parameters=_path("aggregate_id")),
                                                "put": _op(schemas.AGGREGATE_UPDATE, _path("aggregate_id")),

@@ -8,6 +8,7 @@ from billeting.api.compute import (
     aggregates,
     errors,
     flavors,
+    limits,
     microversion,
     migrations,
     root,
@@ -101,6 +102,7 @@ def _routes(app: falcon.App, p: str, deps: ComputeAPIDeps) -> None:
     sm = migrations.ServerMigrations(deps)
     app.add_route(f"{p}/servers/{{server_id}}/migrations", sm)
     app.add_route(f"{p}/servers/{{server_id}}/migrations/{{migration_id}}", sm, suffix="one")
+    app.add_route(f"{p}/limits", limits.Limits(deps))
     app.add_route(f"{p}/os-aggregates", aggregates.Aggregates(deps))
     app.add_route(f"{p}/os-aggregates/{{aggregate_id}}", aggregates.Aggregate(deps))
     app.add_route(f"{p}/os-aggregates/{{aggregate_id}}/action", aggregates.AggregateAction(deps))
