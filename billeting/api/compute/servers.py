@@ -121,7 +121,8 @@ def _destination(deps: ComputeAPIDeps, ctx: RequestContext, server: dict) -> tup
     if host is not None or node is not None:
         if not ctx.is_admin:
             raise forbidden("Policy doesn't allow compute:servers:create:requested_destination to be performed.")
-    elif zone is not None and ":" in zone:
+    elif zone is not None and ":" in zone and zone not in availability_zones.zone_names(deps):
+        # (a zone the scheduler's API named with a ':' in it is a zone, not "zone:host")
         zone, _, rest = zone.partition(":")
         host, _, node = rest.partition(":")
         host, node, zone = host or None, node or None, zone or None
