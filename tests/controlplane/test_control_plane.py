@@ -532,6 +532,14 @@ def test_an_admin_may_name_the_host_or_node_a_server_goes_to(plane_factory):
     assert "not available" in refused(400, availability_zone="elsewhere:host1")
     assert "2.74" in refused(400, {"OpenStack-API-Version": "compute 2.73"}, host="host1")
     assert len(p.call("GET", "/v2.1/servers").json["servers"]) == 10  # nothing kept of the refused ones
+    # A zone the scheduler's API named with a ':' is a zone, for anyone.
+    from billeting.scheduler.service import zones
+
+    zones.define(p.plane.scheduler, "edge:1", ["host1"])
+    r = p.call("POST", "/v2.1/servers", {"server": {"name": "edge", "flavorRef": "1", "imageRef": "cirros",
+                                                    "networks": "none", "availability_zone": "edge:1"}}, headers=user)
+    assert r.status_code == 202, r.text
+    assert host_of(r.json["server"]["id"]) == ("host1", "edge:1")
 
 
 def test_failure_domain_hints_place_servers_by_rack_and_moves_keep_them(plane_factory):
