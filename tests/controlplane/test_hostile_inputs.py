@@ -189,9 +189,10 @@ def test_names_differing_by_edge_spaces_are_refused_alike_on_every_backend(plane
     assert plane.call("GET", f"/v2.1/servers/{server}").status_code == 200
 
 
-@pytest.mark.parametrize("token", ["alice :p1", "alice: p1"])
+@pytest.mark.parametrize("token", ["alice :p1", "alice: p1", ":", ":p1", "u" * 256 + ":p1", "alice:" + "p" * 256])
 def test_an_identity_with_edge_spaces_is_not_one(plane, token):
-    # no identity has edge spaces (and MariaDB would take user "alice " for "alice")
+    # no identity has edge spaces (and MariaDB would take user "alice " for "alice"),
+    # none is empty, none is longer than the columns that keep it
     resp = plane.call("GET", "/v2.1/servers/detail", headers={"X-Auth-Token": token})
     assert resp.status_code == 401, resp.text
 

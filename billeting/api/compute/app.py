@@ -48,8 +48,9 @@ class _Identity:
         user = user or tuser
         project = req.get_header("X-Project-Id") or tproject or user
         roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()}
-        if any(v != v.strip() or "\x00" in v for v in (user, project)):
-            # no identity has these; MariaDB would take project "p " for "p"
+        if any(not v or len(v) > 255 or v != v.strip() or "\x00" in v for v in (user, project)):
+            # no identity has these (an empty one, ":" as a token, or longer than
+            # the id columns); MariaDB would take project "p " for "p"
             raise errors.NovaError(401, "Authentication required")
         is_admin = "admin" in roles or (req.get_header("X-Roles") is None and user == "admin")
         req.context.nova = RequestContext(user, project, is_admin, version, request_id)
