@@ -110,3 +110,12 @@ def test_a_refused_body_is_not_echoed_back_whole(api, fleet):
     assert resp.status == 400, resp
     detail = resp.error["detail"]
     assert len(detail) < 1000 and "instance_uuids" in detail, detail
+
+
+@pytest.mark.parametrize("token", ["alice :p1", "alice: p1", "u" * 256 + ":p1", "alice:" + "p" * 256])
+def test_an_implausible_identity_is_401(api, token):
+    """No identity has edge spaces (MariaDB would take "alice " for "alice") or
+    is longer than the columns that keep a server group's owner."""
+    resp = api.request("POST", "/server_groups", json={"name": "g", "policy": "affinity"},
+                       token=token, headers={"X-Roles": "admin"})
+    assert resp.status == 401, resp

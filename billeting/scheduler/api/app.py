@@ -50,6 +50,13 @@ ROUTES = [
 _PLACEMENT_UNDEFINED = "placement.undefined_code"
 
 
+def _plausible_id(value: str) -> bool:
+    """No identity is empty, longer than the columns that keep it (server
+    groups' owners), has edge whitespace (MariaDB would take "p " for "p")
+    or a NUL."""
+    return bool(value) and len(value) <= 255 and value == value.strip() and "\x00" not in value
+
+
 class ApiMiddleware:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
@@ -58,7 +65,9 @@ class ApiMiddleware:
         env = req.env
         req.context.deps = self.deps
         req.context.auth = context_from_environ(env, env.get(auth.REQUEST_ID_KEY) or auth.new_request_id())
-        if req.context.auth.user_id is None and not auth.is_root(env):
+        identity = req.context.auth
+        if not auth.is_root(env) and (identity.user_id is None or not all(
+                _plausible_id(v) for v in (identity.user_id, identity.project_id) if v is not None)):
             raise HTTPProblem(401, "The request you have made requires authentication.")
         # A NUL or edge whitespace in a segment: the same 404 on every backend (see names_nothing).
         if names_nothing(req.path):
