@@ -119,3 +119,18 @@ def test_an_implausible_identity_is_401(api, token):
     resp = api.request("POST", "/server_groups", json={"name": "g", "policy": "affinity"},
                        token=token, headers={"X-Roles": "admin"})
     assert resp.status == 401, resp
+
+
+def test_a_value_the_database_cannot_keep_is_a_400_not_an_outage(api, service, monkeypatch):
+    """PostgreSQL and MariaDB refuse a value longer than its column (a
+    DataError): the request's fault, not a 503 telling the client to retry."""
+    from sqlalchemy.exc import DataError
+
+    from billeting.scheduler.service import groups
+
+    def too_long(*_a, **_kw):
+        raise DataError("INSERT INTO server_groups ...", {}, Exception("value too long for type character varying(255)"))
+
+    monkeypatch.setattr(groups, "create", too_long)
+    resp = api.post("/server_groups", json={"name": "g", "policy": "affinity"})
+    assert resp.status == 400 and resp.error["code"] == "billeting.invalid", resp

@@ -15,12 +15,13 @@ import traceback
 
 import falcon
 import msgspec
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DataError, DBAPIError
 
 from billeting.api.inputs import names_nothing
 from billeting.placement.api import auth
 from billeting.placement.api.context import context_from_environ
 from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
+from billeting.placement.store.outage import unavailable_reason
 from billeting.placement.store.tx import RetriesExhausted
 from billeting.placement_client.client import PlacementError
 from billeting.scheduler.api import aggregates, hosts, openapi, root, selections, server_groups, topology, zones
@@ -128,6 +129,12 @@ def _placement_error(req, resp, exc: PlacementError, params) -> None:
 
 def _database_error(req, resp, exc: DBAPIError, params) -> None:
     LOG.error("API database error handling %s %s: %s", req.method, req.path, exc)
+    if isinstance(exc, DataError) and unavailable_reason(exc) is None:
+        # A value the database cannot keep (too long, out of range) is the
+        # request's fault, not an outage to retry.
+        _render(req, resp, 400, "A value of the request does not fit the scheduler's API database (too long or "
+                "out of range).", errors.INVALID)
+        return
     _render(req, resp, 503, "The scheduler's API database is not available; try again.",
             errors.DATABASE_UNAVAILABLE)
 
