@@ -248,3 +248,18 @@ def test_a_build_the_bus_refuses_is_a_503_that_leaves_nothing(plane_factory, mon
     monkeypatch.undo()
     uuid = p.boot()  # the bus is back: the next request is built as usual
     assert instance_actions.listing(p.api_engine, uuid)[0].action == "create"
+
+
+def test_a_value_the_database_cannot_keep_is_a_400(plane, monkeypatch):
+    """What the schemas miss and PostgreSQL or MariaDB refuse as too long
+    (a DataError) is the request's fault: a 400, never a 500."""
+    from sqlalchemy.exc import DataError
+
+    from billeting.apidb import flavors
+
+    def too_long(*_a, **_kw):
+        raise DataError("INSERT INTO flavors ...", {}, Exception("value too long for type character varying(255)"))
+
+    monkeypatch.setattr(flavors, "create", too_long)
+    resp = plane.call("POST", "/v2.1/flavors", {"flavor": {"name": "f", "ram": 1, "vcpus": 1, "disk": 0}})
+    assert resp.status_code == 400 and "too long" in resp.text, resp.text

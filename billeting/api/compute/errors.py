@@ -83,6 +83,14 @@ def handle_any(req, resp, exc: Exception, params) -> None:
         resp.set_header("Retry-After", "1")
         _reply(resp, 503, f"The database is unavailable: {reason}. Please retry.")
         return
+    from sqlalchemy.exc import DataError
+
+    if isinstance(exc, DataError):
+        # A value the database cannot keep (too long, out of range): the
+        # request's fault, which the schemas should have caught first.
+        LOG.warning("a value did not fit the database on %s %s: %s", req.method, req.path, exc.orig)
+        _reply(resp, 400, "Invalid input: a value of the request is too long or out of range.")
+        return
     LOG.exception("unexpected error on %s %s", req.method, req.path)
     _reply(resp, 500, "Unexpected API Error. Please report this at the Billeting issue tracker.")
 
