@@ -83,8 +83,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return _usage(f"--out {out}: {exc.strerror}")
     if args.placement_url and not args.placement_url.startswith(("http://", "https://")):
         return _usage("--placement-url: expected http://HOST:PORT or https://...")
+    from billeting.placement_client.client import PlacementError
+
     with terminate_as_exit():
-        run = _simulate(scenario, args.placement_url, quiet=args.quiet)
+        try:
+            run = _simulate(scenario, args.placement_url, quiet=args.quiet)
+        except PlacementError as exc:
+            # A Placement over HTTP that is not there, or refuses the fleet:
+            # one line, not a traceback (in-process Placement raises nothing here).
+            where = args.placement_url or "the in-process Placement"
+            print(f"billeting simulate: error: Placement at {where}: {exc}", file=sys.stderr)
+            return 1
     status = hand_off(run, out, html=not args.no_html)
     if args.baseline:
         status = max(status, compare_and_report(args.baseline, str(out / "result.json"),

@@ -58,3 +58,15 @@ def test_compare_usage_errors_exit_2(tmp_path):
     missing = _simulate("--compare", str(BASELINE), str(tmp_path / "nope.json"))
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert _simulate().returncode == 2                                      # nothing to do
+
+
+def test_a_placement_url_nobody_answers_is_one_line_not_a_traceback(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = _simulate("scenarios/ci-small.toml", "--out", str(tmp_path), "--quiet", "--no-html",
+                     "--placement-url", f"http://127.0.0.1:{port}")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert f"Placement at http://127.0.0.1:{port}" in done.stderr
