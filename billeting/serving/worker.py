@@ -105,6 +105,13 @@ class LoopWorker(Worker):
             heartbeat.cancel()
             sweep.cancel()
             self.pool.shutdown(wait=False, cancel_futures=True)
+            # Stopped: a later stop signal (``timeout`` and the master both send
+            # one) is ignored. Left to the loop, one arriving while asyncio.run
+            # closes it is written to its closed wakeup pipe, and Python prints
+            # "Exception ignored ... BrokenPipeError" with a traceback.
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, signal.SIG_IGN)
 
     # --- ConnectionHost -------------------------------------------------------------
 
