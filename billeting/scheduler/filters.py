@@ -32,6 +32,8 @@ class Filter:
     name: ClassVar[str]
     cost: ClassVar[int]
     once_per_request: ClassVar[bool] = False
+    # Run when configuration names no filters (``enabled_filters`` unset).
+    default_on: ClassVar[bool] = True
     # How an explanation says why a host was removed: "<n> <explains>".
     explains: ClassVar[str]
 
@@ -210,7 +212,7 @@ class FailureDomainFilter(Filter):
 
 
 def default_names() -> tuple[str, ...]:
-    return tuple(REGISTRY)
+    return tuple(name for name, cls in REGISTRY.items() if cls.default_on)
 
 
 def build(names: tuple[str, ...] | None) -> list[Filter]:
@@ -222,3 +224,8 @@ def build(names: tuple[str, ...] | None) -> list[Filter]:
                          f"(available: {', '.join(REGISTRY)})")
     classes = [REGISTRY[n] for n in dict.fromkeys(chosen)]
     return [cls() for cls in sorted(classes, key=lambda c: c.cost)]
+
+
+# The operator's opt-in filters (aggregate metadata, load) register themselves.
+from billeting.scheduler import aggregate_filters  # noqa: E402,F401
+

@@ -176,7 +176,8 @@ def request_from_nova(flavor: Flavor, image: Image | None = None, *, instance_uu
                            server_group=server_group, same_host=tuple(same_host),
                            different_host=tuple(different_host), availability_zone=availability_zone,
                            destination=destination, ignore_hosts=tuple(ignore_hosts),
-                           domain_constraints=tuple(domain_constraints), near=near)
+                           domain_constraints=tuple(domain_constraints), near=near,
+                           flavor_name=flavor.name or None, extra_specs=dict(flavor.extra_specs))
 
 
 # --- failure-domain hints ----------------------------------------------------------

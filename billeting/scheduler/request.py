@@ -99,6 +99,10 @@ class ScheduleRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     ignore_hosts: tuple[str, ...] = ()
     # Free-form hints for site-specific filters; the built-in ones use the typed fields.
     hints: dict[str, tuple[str, ...]] = {}
+    # The Nova flavor's name and extra specs, for the filters that read them
+    # (AggregateInstanceExtraSpecsFilter, AggregateTypeAffinityFilter).
+    flavor_name: str | None = None
+    extra_specs: dict[str, str] = {}
 
     @property
     def num_instances(self) -> int:

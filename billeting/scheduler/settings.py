@@ -53,6 +53,9 @@ class SchedulerSettings:
     # measured 99.3% of builds succeeding with "next" and 100% with
     # "spread" (BENCHMARKS.md, "Alternates").
     alternates_from: str = "spread"
+    # NumInstancesFilter, IoOpsFilter (off by default) and their aggregate forms.
+    max_instances_per_host: int = 50
+    max_io_ops_per_host: int = 8
 
     def multiplier(self, option: str) -> float:
         return self.multipliers.get(option, DEFAULT_MULTIPLIERS.get(option, 1.0))
@@ -65,6 +68,8 @@ class SchedulerSettings:
     def check(self) -> None:
         if self.max_placement_results < 1:
             raise ValueError("max_placement_results must be at least 1")
+        if self.max_instances_per_host < 0 or self.max_io_ops_per_host < 0:
+            raise ValueError("max_instances_per_host and max_io_ops_per_host must not be negative")
         if self.host_subset_size < 1:
             raise ValueError("host_subset_size must be at least 1")
         if self.alternates_from not in ALTERNATES_FROM:

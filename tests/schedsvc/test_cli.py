@@ -110,6 +110,14 @@ def test_settings_precedence(tmp_path):
         config_mod.load({}, {"BILLETING_SCHEDULER_TOPOLOGY_LEVELS": "rack,cell"})
     with pytest.raises(SettingsError, match="unknown scheduler filter"):
         config_mod.load({}, {"BILLETING_SCHEDULER_ENABLED_FILTERS": "NoSuchFilter"})
+    # The opt-in filters and their limits, as Nova's [filter_scheduler] options.
+    ini.write_text("[filter_scheduler]\nenabled_filters = ComputeFilter, AggregateInstanceExtraSpecsFilter, "
+                   "NumInstancesFilter\nmax_instances_per_host = 20\nmax_io_ops_per_host = 3\n")
+    settings = config_mod.load({"config_file": str(ini)}, {}).scheduler_settings()
+    assert settings.enabled_filters == ("ComputeFilter", "AggregateInstanceExtraSpecsFilter", "NumInstancesFilter")
+    assert (settings.max_instances_per_host, settings.max_io_ops_per_host) == (20, 3)
+    with pytest.raises(SettingsError, match="must not be negative"):
+        config_mod.load({}, {"BILLETING_SCHEDULER_MAX_IO_OPS_PER_HOST": "-1"})
 
 
 def test_keystone_placement_auth_comes_from_the_placement_section(tmp_path):

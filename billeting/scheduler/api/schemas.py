@@ -97,6 +97,9 @@ SELECTIONS = {
         },
         "hints": {"type": "object", "additionalProperties": _array({"type": "string", "maxLength": 255},
                                                                     unique=False)},
+        # For the opt-in filters that read a flavor (the Nova form sends its flavor whole).
+        "flavor_name": NAME,
+        "extra_specs": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
     },
     "required": ["instance_uuids", "groups"],
     "additionalProperties": False,

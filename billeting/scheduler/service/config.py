@@ -14,7 +14,7 @@ sections are the scheduler's own, so one file can configure Placement
                           placement_aggregate_required_for_tenants
     [filter_scheduler]    enabled_filters, weighers, host_subset_size,
                           shuffle_best_same_weighed_hosts, alternates_from (spread|next),
-                          <name>_weight_multiplier
+                          max_instances_per_host, max_io_ops_per_host, <name>_weight_multiplier
     [oslo_policy]         policy_file
     [billeting]           log_level, legacy_policy, auto_upgrade
 """
@@ -63,6 +63,8 @@ class ServiceConfig:
     host_subset_size: int = 1
     shuffle_best_same_weighed_hosts: bool = False
     alternates_from: str = "spread"
+    max_instances_per_host: int = 50
+    max_io_ops_per_host: int = 8
     multipliers: dict[str, float] = field(default_factory=dict)
 
     def scheduler_settings(self) -> SchedulerSettings:
@@ -74,7 +76,8 @@ class ServiceConfig:
             enabled_filters=tuple(self.enabled_filters) or None, weighers=tuple(self.weighers) or None,
             multipliers={**DEFAULT_MULTIPLIERS, **self.multipliers}, host_subset_size=self.host_subset_size,
             shuffle_best_same_weighed_hosts=self.shuffle_best_same_weighed_hosts,
-            alternates_from=self.alternates_from)
+            alternates_from=self.alternates_from, max_instances_per_host=self.max_instances_per_host,
+            max_io_ops_per_host=self.max_io_ops_per_host)
 
 
 _FILE_KEYS = {
@@ -94,6 +97,8 @@ _FILE_KEYS = {
     "filter_scheduler.host_subset_size": "host_subset_size",
     "filter_scheduler.shuffle_best_same_weighed_hosts": "shuffle_best_same_weighed_hosts",
     "filter_scheduler.alternates_from": "alternates_from",
+    "filter_scheduler.max_instances_per_host": "max_instances_per_host",
+    "filter_scheduler.max_io_ops_per_host": "max_io_ops_per_host",
 }
 _TYPES = {f.name: f.type for f in fields(ServiceConfig)}
 
