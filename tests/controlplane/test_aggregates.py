@@ -151,3 +151,24 @@ def test_zones_and_domains_of_the_scheduler_are_listed_and_kept(plane_factory):
     assert meta == {"availability_zone": "az1", "ram_weight_multiplier": "2.0"}
     # One name, one aggregate: Nova's names clash with the scheduler's.
     assert _error(p.call("POST", "/v2.1/os-aggregates", {"aggregate": {"name": "az1"}}), 409)
+
+
+def test_flavors_go_to_the_aggregates_their_extra_specs_name(plane_factory):
+    """The Nova way of steering a flavor: aggregate metadata + flavor extra
+    specs, through AggregateInstanceExtraSpecsFilter (enabled by the operator)."""
+    from billeting.scheduler import SchedulerSettings
+
+    p = plane_factory(computes=3, scheduler_settings=SchedulerSettings(
+        enabled_filters=("ComputeFilter", "AggregateInstanceExtraSpecsFilter")))
+    aid = _ok(p.call("POST", "/v2.1/os-aggregates", {"aggregate": {"name": "fast"}}))["aggregate"]["id"]
+    _ok(p.call("POST", f"/v2.1/os-aggregates/{aid}/action", {"add_host": {"host": "host3"}}))
+    _ok(p.call("POST", f"/v2.1/os-aggregates/{aid}/action", {"set_metadata": {"metadata": {"ssd": "true"}}}))
+    p.flavor(fid="db", name="db")
+    r = p.call("POST", "/v2.1/flavors/db/os-extra_specs",
+               {"extra_specs": {"aggregate_instance_extra_specs:ssd": "true"}})
+    assert r.status_code == 200, r.text
+    p.flavor()
+    for i in range(3):
+        uuid = p.boot(name=f"db{i}", flavor="db")
+        wait_for(lambda uuid=uuid: p.status(uuid) == "ACTIVE", what="ACTIVE")
+        assert _ok(p.call("GET", f"/v2.1/servers/{uuid}"))["server"]["OS-EXT-SRV-ATTR:host"] == "host3"
