@@ -12,6 +12,8 @@ load filters look at nothing that changes while a request is decided.
 """
 from __future__ import annotations
 
+from typing import ClassVar
+
 from billeting.scheduler.extra_specs import matches
 from billeting.scheduler.filters import Filter
 
@@ -107,53 +109,46 @@ def _aggregate_limit(host, decision, key: str, default: int) -> int:
     return min(limits)
 
 
-class NumInstancesFilter(Filter):
-    """Fewer instances than ``[filter_scheduler] max_instances_per_host``."""
+class _LoadLimit(Filter):
+    """A counter of the host record below a ``[filter_scheduler]`` limit;
+    the aggregate forms take the smallest of it and their metadata's."""
 
-    name = "NumInstancesFilter"
     cost = 1
     default_on = False
-    explains = "ran too many instances"
-    key = "max_instances_per_host"
-
-    def limit(self, host, decision) -> int:
-        return decision.settings.max_instances_per_host
+    counter: ClassVar[str]         # the HostRecord attribute
+    key: ClassVar[str]             # the setting, and the aggregate metadata key
+    per_aggregate: ClassVar[bool] = False
 
     def passes(self, host, decision):
-        return host.record.num_instances < self.limit(host, decision)
+        limit = getattr(decision.settings, self.key)
+        if self.per_aggregate:
+            limit = _aggregate_limit(host, decision, self.key, limit)
+        return getattr(host.record, self.counter) < limit
+
+
+class NumInstancesFilter(_LoadLimit):
+    """Fewer instances than ``max_instances_per_host``."""
+
+    name = "NumInstancesFilter"
+    explains = "ran too many instances"
+    counter, key = "num_instances", "max_instances_per_host"
 
 
 class AggregateNumInstancesFilter(NumInstancesFilter):
-    """As NumInstancesFilter; aggregate metadata ``max_instances_per_host`` may lower the limit."""
-
     name = "AggregateNumInstancesFilter"
     cost = 2
-
-    def limit(self, host, decision) -> int:
-        return _aggregate_limit(host, decision, self.key, decision.settings.max_instances_per_host)
+    per_aggregate = True
 
 
-class IoOpsFilter(Filter):
-    """Fewer I/O-heavy operations in progress than ``[filter_scheduler] max_io_ops_per_host``."""
+class IoOpsFilter(_LoadLimit):
+    """Fewer I/O-heavy operations in progress than ``max_io_ops_per_host``."""
 
     name = "IoOpsFilter"
-    cost = 1
-    default_on = False
     explains = "had too many I/O operations in progress"
-    key = "max_io_ops_per_host"
-
-    def limit(self, host, decision) -> int:
-        return decision.settings.max_io_ops_per_host
-
-    def passes(self, host, decision):
-        return host.record.num_io_ops < self.limit(host, decision)
+    counter, key = "num_io_ops", "max_io_ops_per_host"
 
 
 class AggregateIoOpsFilter(IoOpsFilter):
-    """As IoOpsFilter; aggregate metadata ``max_io_ops_per_host`` may lower the limit."""
-
     name = "AggregateIoOpsFilter"
     cost = 2
-
-    def limit(self, host, decision) -> int:
-        return _aggregate_limit(host, decision, self.key, decision.settings.max_io_ops_per_host)
+    per_aggregate = True
