@@ -77,6 +77,12 @@ class Fleet:
     def aggregates(self, name: str) -> set[str]:
         return set(self.client.get_aggregates(self.uuids[name]).aggregates)
 
+    def join(self, name: str, aggregate: str) -> None:
+        """Put the host in ``aggregate`` in Placement (as anyone but the scheduler would)."""
+        current = self.client.get_aggregates(self.uuids[name])
+        assert self.client.put_aggregates(self.uuids[name], [*current.aggregates, aggregate],
+                                          current.resource_provider_generation).ok
+
 
 @pytest.fixture
 def fleet(placement) -> Fleet:

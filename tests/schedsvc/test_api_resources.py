@@ -68,6 +68,34 @@ def test_topology_policy(api_as, four_hosts):
     assert resp.status == 200
 
 
+def test_zones_named_only_by_aggregate_metadata_are_listed_too(api, four_hosts):
+    """A zone made elsewhere (aggregate metadata, e.g. the compute API's
+    os-aggregates) is a zone the scheduler places by: it is listed and shown,
+    with its hosts, and removed by removing the metadata, not here."""
+    import uuid as uuidlib
+
+    own = api.put("/availability_zones/az1", json={"hosts": ["h1"]}).json
+    agg = str(uuidlib.uuid4())
+    four_hosts.join("h2", agg)
+    assert api.put(f"/aggregates/{agg}", json={"name": "edge-racks", "metadata": {"availability_zone": "edge"}}
+                   ).status == 201
+    other = str(uuidlib.uuid4())
+    four_hosts.join("h3", other)
+    assert api.put(f"/aggregates/{other}", json={"metadata": {"availability_zone": "az1"}}).status == 201
+    listed = {z["name"]: z for z in api.get("/availability_zones").json["availability_zones"]}
+    assert set(listed) == {"az1", "edge"}
+    assert listed["edge"]["hosts"] == ["h2"] and listed["edge"]["defined_here"] is False
+    assert listed["edge"]["aggregates"] == [agg] and listed["edge"]["aggregate"] == agg
+    # A zone defined here that metadata also names: both aggregates, every host.
+    assert listed["az1"]["hosts"] == ["h1", "h3"] and listed["az1"]["aggregate"] == own["aggregate"]
+    assert sorted(listed["az1"]["aggregates"]) == sorted([own["aggregate"], other])
+    assert api.get("/availability_zones/edge").json["hosts"] == ["h2"]
+    refused = api.delete("/availability_zones/edge")
+    assert refused.status == 409 and "edge-racks" in refused.error["detail"], refused
+    assert api.put(f"/aggregates/{agg}", json={"metadata": {}}).status == 200
+    assert api.get("/availability_zones/edge").status == 404
+
+
 def test_availability_zones_steer_requests(api, four_hosts):
     zone = api.put("/availability_zones/az1", json={"hosts": ["h2", "h3"]})
     assert zone.status == 201 and zone.json["hosts"] == ["h2", "h3"]

@@ -28,8 +28,13 @@ class TopologyView(msgspec.Struct, frozen=True, kw_only=True):
 
 class ZoneView(msgspec.Struct, frozen=True, kw_only=True):
     name: str
+    # The zone's own aggregate when it was defined here, else the first of ``aggregates``.
     aggregate: str
     hosts: list[str]
+    # Every aggregate that puts hosts in the zone: its own, and any other
+    # whose metadata names it (e.g. made with the compute API's os-aggregates).
+    aggregates: list[str] = []
+    defined_here: bool = True
 
 
 class AggregateView(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,8 +87,10 @@ def domain_view(snap: Snapshot, dom: DomainInfo) -> DomainView:
                       hosts=sorted(snap.hosts(dom).values()))
 
 
-def zone_view(agg: AggregateInfo) -> ZoneView:
-    return ZoneView(name=agg.name or "", aggregate=agg.uuid, hosts=sorted(agg.hosts.values()))
+def zone_view(agg: AggregateInfo, others: list[AggregateInfo] = (), other_hosts: set[str] = frozenset()) -> ZoneView:
+    """A zone defined here (``agg``) and the ``others`` whose metadata names it too."""
+    return ZoneView(name=agg.name or "", aggregate=agg.uuid, hosts=sorted(set(agg.hosts.values()) | other_hosts),
+                    aggregates=sorted({agg.uuid, *(o.uuid for o in others)}))
 
 
 def aggregate_view(snap: Snapshot, agg: AggregateInfo) -> AggregateView:

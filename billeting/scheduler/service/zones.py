@@ -18,11 +18,11 @@ from billeting.apidb import aggregates as store
 from billeting.apidb import generation
 from billeting.apidb import snapshot as snapshot_mod
 from billeting.apidb.directory import ZONE_KEY
-from billeting.apidb.snapshot import Snapshot
+from billeting.apidb.snapshot import AggregateInfo, Snapshot
 from billeting.apidb.tables import KIND_ZONE, ZONE_SCOPE
 from billeting.placement.store.tx import Retry, run_read, run_write
 from billeting.scheduler.service import resolve, sync
-from billeting.scheduler.service.errors import HOST_TAKEN, NAME_CLASH, Conflict, NotFound
+from billeting.scheduler.service.errors import HOST_TAKEN, IN_USE, NAME_CLASH, Conflict, NotFound
 from billeting.scheduler.service.topology import check_name, describe
 from billeting.scheduler.service.views import ZoneView, zone_view
 
@@ -62,7 +62,7 @@ def define(service, name: str, hosts: Sequence[str]) -> tuple[ZoneView, bool]:
     zone = after.aggregate_by_name(name)
     sync.converge(service.client, {zone.uuid: set(zone.hosts)})
     service.catalog.invalidate()
-    return zone_view(zone), created
+    return _view(service, after, name), created
 
 
 def _zone(snap: Snapshot, name: str):
@@ -72,8 +72,41 @@ def _zone(snap: Snapshot, name: str):
     return found
 
 
+def _by_metadata(snap: Snapshot) -> dict[str, list[AggregateInfo]]:
+    """Zone name → the aggregates not defined here whose metadata names it."""
+    found: dict[str, list[AggregateInfo]] = {}
+    for agg in snap.aggregates.values():
+        zone = agg.metadata.get(ZONE_KEY)
+        if zone and agg.kind != KIND_ZONE:
+            found.setdefault(zone, []).append(agg)
+    return found
+
+
+def _view(service, snap: Snapshot, name: str) -> ZoneView | None:
+    own = snap.aggregate_by_name(name)
+    own = own if own is not None and own.kind == KIND_ZONE else None
+    others = sorted(_by_metadata(snap).get(name, []), key=lambda a: a.uuid)
+    if own is None and not others:
+        return None
+    hosts: set[str] = set()
+    for agg in others:  # (their members are Placement's, not kept here)
+        records = service.catalog.records(sync.members(service.client, agg.uuid))
+        hosts.update(r.name for r in records.values())
+    if own is not None:
+        return zone_view(own, others, hosts)
+    return ZoneView(name=name, aggregate=others[0].uuid, hosts=sorted(hosts), aggregates=[a.uuid for a in others],
+                    defined_here=False)
+
+
 def remove(service, name: str) -> None:
-    zone = _zone(run_read(service.engine, snapshot_mod.load), name)
+    snap = run_read(service.engine, snapshot_mod.load)
+    found = snap.aggregate_by_name(name)
+    if (found is None or found.kind != KIND_ZONE) and name in _by_metadata(snap):
+        named_by = ", ".join(sorted(a.name or a.uuid for a in _by_metadata(snap)[name]))
+        raise Conflict(f"availability zone {name!r} is named by the metadata of aggregate(s) {named_by}: remove "
+                       f"their {ZONE_KEY} key instead (PUT /aggregates/{{uuid}}, or the compute API's "
+                       "os-aggregates)", code=IN_USE)
+    zone = _zone(snap, name)
     sync.converge(service.client, {zone.uuid: set()})
 
     def work(conn) -> None:
@@ -88,8 +121,15 @@ def remove(service, name: str) -> None:
 
 
 def show(service, name: str) -> ZoneView:
-    return zone_view(_zone(run_read(service.engine, snapshot_mod.load), name))
+    view = _view(service, run_read(service.engine, snapshot_mod.load), name)
+    if view is None:
+        raise NotFound(f"no availability zone named {name!r}")
+    return view
 
 
 def list_zones(service) -> list[ZoneView]:
-    return [zone_view(z) for z in run_read(service.engine, snapshot_mod.load).zones()]
+    """Every zone the scheduler places by: those defined here and those only
+    aggregate metadata names."""
+    snap = run_read(service.engine, snapshot_mod.load)
+    names = {z.name for z in snap.zones() if z.name} | set(_by_metadata(snap))
+    return [_view(service, snap, name) for name in sorted(names)]
