@@ -129,7 +129,8 @@ def test_a_value_the_database_cannot_keep_is_a_400_not_an_outage(api, service, m
     from billeting.scheduler.service import groups
 
     def too_long(*_a, **_kw):
-        raise DataError("INSERT INTO server_groups ...", {}, Exception("value too long for type character varying(255)"))
+        raise DataError("INSERT INTO server_groups ...", {},
+                        Exception("value too long for type character varying(255)"))
 
     monkeypatch.setattr(groups, "create", too_long)
     resp = api.post("/server_groups", json={"name": "g", "policy": "affinity"})

@@ -226,7 +226,8 @@ class Servers:
         plan = BuildPlan(request_id=ctx.request_id, instance_uuids=uuids, names=names, project_id=ctx.project_id,
                          user_id=ctx.user_id, flavor=flavor.scheduler_flavor(), image=image, is_bfv=is_bfv,
                          availability_zone=az, destination=destination, server_group=group,
-                         same_host=_as_list(hints.get("same_host")), different_host=_as_list(hints.get("different_host")),
+                         same_host=_as_list(hints.get("same_host")),
+                         different_host=_as_list(hints.get("different_host")),
                          domain_constraints=constraints, near=near)
 
         def record(conn: Connection) -> None:

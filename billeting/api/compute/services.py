@@ -12,8 +12,8 @@ from billeting.api.compute.errors import bad_request, conflict, not_found
 from billeting.apidb import cell_mappings
 from billeting.cells import instances as inst
 from billeting.cells import moves as cell_moves
-from billeting.cells.audit import MIGRATION_DONE
 from billeting.cells import services as svc
+from billeting.cells.audit import MIGRATION_DONE
 from billeting.cells.hosts import host_reports
 from billeting.cells.rpc import ComputeAPI
 from billeting.placement_client.client import PlacementError
