@@ -122,6 +122,16 @@ class ComputeManager:
 
     def heartbeat(self) -> services.ServiceRecord:
         record = services.heartbeat(self.engine, self.host, services.COMPUTE)
+        if record.report_count == 1 and not self._stop.is_set():
+            # The service was registered again: an operator deleted it while this
+            # compute ran (DELETE /os-services), which also took its nodes out of
+            # Placement and the cell. Report them again now, not when the
+            # provider cache next expires (minutes).
+            LOG.warning("compute %s: its service record was deleted while it ran; registering it and its "
+                        "nodes again", self.host)
+            for root in self.tracker.node_uuids().values():
+                self.reporter.drop(root)
+            self.tracker.update_available_resource()
         if record.disabled != self.tracker.disabled:
             self.tracker.set_disabled(record.disabled)
         return record

@@ -650,6 +650,15 @@ def test_an_admin_deletes_a_compute_service_that_runs_nothing(plane_factory):
     assert r.status_code == 400 and "host2 could not be found" in r.text, r.text
     assert p.call("DELETE", f"/v2.1/os-services/{ids[('host2', 'nova-compute')]}").status_code == 404
 
+    # host3 deleted while its compute still runs: its next heartbeat registers the
+    # service and reports its node to Placement again at once (not minutes later).
+    placement.delete_allocations(stray)
+    assert p.call("DELETE", f"/v2.1/os-services/{ids[('host3', 'nova-compute')]}").status_code == 204
+    assert placement.list_providers(name="host3") == []
+    (manager,) = p.d.computes["host3"].managers
+    manager.heartbeat()
+    assert ("host3", "nova-compute") in services() and placement.list_providers(name="host3")
+
 
 def test_limits_show_the_projects_usage_and_no_quota(plane_factory):
     p = plane_factory(computes=2)
