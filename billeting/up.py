@@ -40,13 +40,27 @@ def add_parser(commands) -> None:
     p.add_argument("--build-time", type=float, default=0.2, help="seconds a fake build takes (default 0.2)")
     p.add_argument("--failure-rate", type=float, default=0.0, help="probability a build fails (default 0)")
     p.add_argument("--log-level", default="INFO")
+    p.add_argument("--scheduler-config", metavar="PATH", default=None,
+                   help="the scheduler's settings from this config file ([scheduler] and [filter_scheduler] "
+                        "sections, as for 'billeting scheduler serve'): filters, weighers, topology levels")
     p.set_defaults(func=cmd_up)
+
+
+def scheduler_settings(path: str | None):
+    """The scheduler's settings from ``--scheduler-config`` (None: the defaults).
+    Raises SettingsError naming what is wrong."""
+    if path is None:
+        return None
+    from billeting.scheduler.service import config as scheduler_config
+
+    return scheduler_config.load({"config_file": path}, {}).scheduler_settings()
 
 
 class AllInOne:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.stops: list = []
+        self.scheduler_settings = scheduler_settings(getattr(args, "scheduler_config", None))
 
     def start(self) -> dict[str, str]:
         import platformdirs
@@ -107,7 +121,8 @@ class AllInOne:
 
         api_bus = Bus(f"memory:///api-{run}")
         plane = ControlPlane(api_engine=api_engine, cells=cells, placement=client, api_bus=api_bus,
-                             build_attempts=a.build_attempts, catalog_refresh_s=2.0)
+                             build_attempts=a.build_attempts, catalog_refresh_s=2.0,
+                             scheduler_settings=self.scheduler_settings)
         self.stops.append(plane.close)
         self.stops.append(api_bus.close)
 
@@ -185,7 +200,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     if problem is not None:
         raise cli.UsageError(f"billeting up: {problem}")
     cli.configure_logging(args.log_level)
-    everything = AllInOne(args)
+    from billeting.config import SettingsError
+
+    try:
+        everything = AllInOne(args)
+    except SettingsError as exc:
+        raise cli.UsageError(f"billeting up: --scheduler-config: {exc}") from None
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())

@@ -196,6 +196,7 @@ def test_up_survives_stalled_and_malformed_clients(up):
     (["--failure-rate", "1.5"], "--failure-rate must be between 0 and 1"),
     (["--build-time", "-1"], "--build-time must be at least 0"),
     (["--port-base", "65533"], "--port-base must be between 1 and 65530"),
+    (["--scheduler-config", "/nonexistent/scheduler.conf"], "could not be read"),
 ])
 def test_up_refuses_bad_flags_as_usage_errors_before_starting(tmp_path, capsys, flags, message):
     from billeting.cli import main
@@ -205,3 +206,21 @@ def test_up_refuses_bad_flags_as_usage_errors_before_starting(tmp_path, capsys, 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not state.exists()  # nothing was made
+
+
+def test_up_takes_the_schedulers_settings_from_a_config_file(tmp_path, capsys):
+    from billeting import up as up_mod
+    from billeting.cli import main
+
+    conf = tmp_path / "scheduler.conf"
+    conf.write_text("[filter_scheduler]\nenabled_filters = ComputeFilter, AggregateInstanceExtraSpecsFilter\n"
+                    "ram_weight_multiplier = -1.0\n[scheduler]\ntopology_levels = rack, hall\n")
+    settings = up_mod.scheduler_settings(str(conf))
+    assert settings.enabled_filters == ("ComputeFilter", "AggregateInstanceExtraSpecsFilter")
+    assert settings.multiplier("ram_weight_multiplier") == -1.0 and settings.topology_levels == ("rack", "hall")
+    conf.write_text("[filter_scheduler]\nenabled_filters = NoSuchFilter\n")
+    state = tmp_path / "state"
+    assert main(["up", "--state-dir", str(state), "--scheduler-config", str(conf)]) == 2
+    assert "unknown scheduler filter(s): NoSuchFilter" in capsys.readouterr().err
+    assert not state.exists()
+
