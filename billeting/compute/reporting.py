@@ -29,6 +29,7 @@ import msgspec
 from billeting.compute.driver import ProviderSpec
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import Inventory, WriteResult
+from billeting.placement_client.trees import depth
 
 LOG = logging.getLogger(__name__)
 
@@ -70,14 +71,6 @@ class GenerationConflict(Exception):
 class SyncFailed(Exception):
     """The tree could not be brought in line (conflicts kept winning, or
     Placement refused something that retrying cannot fix)."""
-
-
-def _depth(uuid: str, tree: dict[str, ProviderSpec] | dict[str, CachedProvider]) -> int:
-    depth, node = 0, tree.get(uuid)
-    while node is not None and node.parent_uuid is not None:
-        depth += 1
-        node = tree.get(node.parent_uuid)
-    return depth
 
 
 class TreeReporter:
@@ -150,8 +143,9 @@ class TreeReporter:
         if root_uuid not in wanted or wanted[root_uuid].parent_uuid is not None:
             raise ValueError(f"the wanted tree must hold root {root_uuid} without a parent")
         created, deleted, inv_written, traits_written, in_use = [], [], [], [], []
+        parent_of = {s.uuid: s.parent_uuid for s in specs}
         # 1. new providers, parents first
-        for spec in sorted(specs, key=lambda s: _depth(s.uuid, wanted)):
+        for spec in sorted(specs, key=lambda s: depth(s.uuid, parent_of)):
             if spec.uuid in current:
                 continue
             try:
@@ -166,7 +160,8 @@ class TreeReporter:
             self._store(root_uuid, current[spec.uuid], spec.uuid)
             created.append(spec.uuid)
         # 2. vanished providers, children first
-        for uuid in sorted((u for u in current if u not in wanted), key=lambda u: -_depth(u, current)):
+        current_parents = {u: p.parent_uuid for u, p in current.items()}
+        for uuid in sorted((u for u in current if u not in wanted), key=lambda u: -depth(u, current_parents)):
             try:
                 self.client.delete_provider(uuid)
             except PlacementError as exc:
@@ -179,7 +174,7 @@ class TreeReporter:
             self._store(root_uuid, None, uuid)
             deleted.append(uuid)
         # 3. inventories then traits, deepest first
-        for spec in sorted(specs, key=lambda s: -_depth(s.uuid, wanted)):
+        for spec in sorted(specs, key=lambda s: -depth(s.uuid, parent_of)):
             have = current[spec.uuid]
             if have.inventories != spec.inventories:
                 for rc in spec.inventories:

@@ -17,6 +17,7 @@ from billeting.cells.audit import MIGRATION_DONE
 from billeting.cells.hosts import host_reports
 from billeting.cells.rpc import ComputeAPI
 from billeting.placement_client.client import PlacementError
+from billeting.placement_client.trees import depth
 
 _OUR_BINARY = {v: k for k, v in views.NOVA_BINARY.items()}
 _NS = uuidlib.UUID("6c1e2a4e-0a3f-4b7a-9a55-5f4c2d8e1b10")
@@ -52,15 +53,8 @@ def service_view(cell: str, record: svc.ServiceRecord, ctx: RequestContext, down
 
 def _delete_tree(client, root: str) -> None:
     """A node's provider tree out of Placement, children before parents."""
-    tree = {p.uuid: p.parent_provider_uuid for p in client.list_providers(in_tree=root)}
-
-    def depth(uuid: str) -> int:
-        steps = 0
-        while tree.get(uuid) is not None and steps <= len(tree):
-            uuid, steps = tree[uuid], steps + 1
-        return steps
-
-    for uuid in sorted(tree, key=depth, reverse=True):
+    parent_of = {p.uuid: p.parent_provider_uuid for p in client.list_providers(in_tree=root)}
+    for uuid in sorted(parent_of, key=lambda u: depth(u, parent_of), reverse=True):
         client.delete_provider(uuid)
 
 
