@@ -2,6 +2,13 @@
 from __future__ import annotations
 
 
+def plausible_id(value: str) -> bool:
+    """Could a user or project id be ``value``? None is empty, longer than the
+    columns that keep one (255), has edge whitespace (MariaDB would take
+    "p " for "p") or a NUL."""
+    return bool(value) and len(value) <= 255 and value == value.strip() and "\x00" not in value
+
+
 def names_nothing(path: str) -> bool:
     """Does ``path`` hold a segment no stored id or name can match?
 

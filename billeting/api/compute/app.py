@@ -17,7 +17,7 @@ from billeting.api.compute import (
     services,
 )
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
-from billeting.api.inputs import names_nothing
+from billeting.api.inputs import names_nothing, plausible_id
 
 _ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
 # Query parameters that may be given more than once; for every other one the
@@ -48,9 +48,7 @@ class _Identity:
         user = user or tuser
         project = req.get_header("X-Project-Id") or tproject or user
         roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()}
-        if any(not v or len(v) > 255 or v != v.strip() or "\x00" in v for v in (user, project)):
-            # no identity has these (an empty one, ":" as a token, or longer than
-            # the id columns); MariaDB would take project "p " for "p"
+        if not (plausible_id(user) and plausible_id(project)):  # (":" as a token, "alice :p1", ...)
             raise errors.NovaError(401, "Authentication required")
         is_admin = "admin" in roles or (req.get_header("X-Roles") is None and user == "admin")
         req.context.nova = RequestContext(user, project, is_admin, version, request_id)

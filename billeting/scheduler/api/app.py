@@ -17,7 +17,7 @@ import falcon
 import msgspec
 from sqlalchemy.exc import DataError, DBAPIError
 
-from billeting.api.inputs import names_nothing
+from billeting.api.inputs import names_nothing, plausible_id
 from billeting.placement.api import auth
 from billeting.placement.api.context import context_from_environ
 from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
@@ -51,13 +51,6 @@ ROUTES = [
 _PLACEMENT_UNDEFINED = "placement.undefined_code"
 
 
-def _plausible_id(value: str) -> bool:
-    """No identity is empty, longer than the columns that keep it (server
-    groups' owners), has edge whitespace (MariaDB would take "p " for "p")
-    or a NUL."""
-    return bool(value) and len(value) <= 255 and value == value.strip() and "\x00" not in value
-
-
 class ApiMiddleware:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
@@ -68,7 +61,7 @@ class ApiMiddleware:
         req.context.auth = context_from_environ(env, env.get(auth.REQUEST_ID_KEY) or auth.new_request_id())
         identity = req.context.auth
         if not auth.is_root(env) and (identity.user_id is None or not all(
-                _plausible_id(v) for v in (identity.user_id, identity.project_id) if v is not None)):
+                plausible_id(v) for v in (identity.user_id, identity.project_id) if v is not None)):
             raise HTTPProblem(401, "The request you have made requires authentication.")
         # A NUL or edge whitespace in a segment: the same 404 on every backend (see names_nothing).
         if names_nothing(req.path):
