@@ -56,13 +56,6 @@ class HostAggregate:
         return self.metadata.get(ZONE_KEY)
 
 
-def _member_nodes(service, agg: AggregateInfo) -> list[HostRecord]:
-    """The nodes Placement lists in the aggregate (the catalog only follows
-    aggregates that mean something to the scheduler: one with no metadata yet
-    would look empty there)."""
-    return list(service.catalog.records(sync.members(service.client, agg.uuid)).values())
-
-
 def _view(agg: AggregateInfo, members: list[HostRecord]) -> HostAggregate:
     hosts = sorted({r.service_host for r in members})
     return HostAggregate(agg.id, agg.uuid, agg.name, agg.kind, dict(sorted(agg.metadata.items())), tuple(hosts),
@@ -78,12 +71,12 @@ def _find(snap: Snapshot, aggregate_id: int) -> AggregateInfo:
 
 def list_all(service) -> list[HostAggregate]:
     snap = run_read(service.engine, snapshot_mod.load)
-    return [_view(agg, _member_nodes(service, agg)) for agg in sorted(snap.aggregates.values(), key=lambda a: a.id)]
+    return [_view(agg, sync.member_hosts(service, agg.uuid)) for agg in sorted(snap.aggregates.values(), key=lambda a: a.id)]
 
 
 def get(service, aggregate_id: int) -> HostAggregate:
     agg = _find(run_read(service.engine, snapshot_mod.load), aggregate_id)
-    return _view(agg, _member_nodes(service, agg))
+    return _view(agg, sync.member_hosts(service, agg.uuid))
 
 
 def _check_zone(zone: str | None) -> None:
@@ -94,7 +87,7 @@ def _check_zone(zone: str | None) -> None:
 
 def _zone_members(service, aggregate_id: int) -> list[HostRecord]:
     """The member nodes of an aggregate whose zone is about to change."""
-    return _member_nodes(service, _find(run_read(service.engine, snapshot_mod.load), aggregate_id))
+    return sync.member_hosts(service, _find(run_read(service.engine, snapshot_mod.load), aggregate_id).uuid)
 
 
 def _zones_elsewhere(service, agg_uuid: str, records: list[HostRecord]) -> dict[str, str]:
@@ -203,7 +196,7 @@ def _change(service, aggregate_id: int, action: str, changes: Mapping[str, str |
         store.touch(conn, agg.id, **({"name": name} if name is not None else {}))
 
     after = _write(service, f"aggregate {aggregate_id}", work)
-    return _view(agg := _find(after, aggregate_id), _member_nodes(service, agg))
+    return _view(agg := _find(after, aggregate_id), sync.member_hosts(service, agg.uuid))
 
 
 def delete(service, aggregate_id: int) -> None:
@@ -220,12 +213,17 @@ def delete(service, aggregate_id: int) -> None:
     _write(service, f"aggregate {aggregate_id}", work)
 
 
+def _named(service, host: str) -> list[HostRecord]:
+    """The nodes whose compute service (or own name) is ``host``."""
+    return [r for r in service.catalog.by_name(host) if host in (r.service_host, r.name)]
+
+
 def _nodes(service, host: str) -> list[HostRecord]:
     """The nodes (root providers) of compute service ``host``."""
-    found = [r for r in service.catalog.by_name(host) if host in (r.service_host, r.name)]
+    found = _named(service, host)
     if not found:  # a compute that just reported may be newer than the catalog
         service.catalog.invalidate()
-        found = [r for r in service.catalog.by_name(host) if host in (r.service_host, r.name)]
+        found = _named(service, host)
     if not found:
         raise NotFound(f"Compute host {host} could not be found.")
     return found
@@ -253,8 +251,7 @@ def remove_host(service, aggregate_id: int, host: str) -> HostAggregate:
     agg = _find(snap, aggregate_id)
     _plain(snap, agg, "remove a host from")
     members = sync.members(service.client, agg.uuid)
-    nodes = [node for node in service.catalog.by_name(host) if host in (node.service_host, node.name)
-             and node.uuid in members]
+    nodes = [node for node in _named(service, host) if node.uuid in members]
     if not nodes:
         raise NotFound(f"Aggregate {aggregate_id} has no host {host}.")
     for node in nodes:

@@ -44,6 +44,14 @@ def members(client: PlacementClient, aggregate: str) -> set[str]:
     return {p.uuid for p in found if (p.root_provider_uuid or p.uuid) == p.uuid}
 
 
+def member_hosts(service, aggregate: str) -> list:
+    """The scheduler's host records of the root providers Placement lists in
+    ``aggregate`` (read from Placement: the host catalog only follows
+    aggregates that mean something to the scheduler, so one with no metadata
+    would look empty there)."""
+    return list(service.catalog.records(members(service.client, aggregate)).values())
+
+
 def update_provider(client: PlacementClient, provider: str, *, add: Collection[str] = (),
                     remove: Collection[str] = (), report: SyncReport | None = None) -> bool:
     """Add and remove aggregates on one provider, keeping every other one.

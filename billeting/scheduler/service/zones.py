@@ -90,8 +90,7 @@ def _view(service, snap: Snapshot, name: str) -> ZoneView | None:
         return None
     hosts: set[str] = set()
     for agg in others:  # (their members are Placement's, not kept here)
-        records = service.catalog.records(sync.members(service.client, agg.uuid))
-        hosts.update(r.name for r in records.values())
+        hosts.update(r.name for r in sync.member_hosts(service, agg.uuid))
     if own is not None:
         return zone_view(own, others, hosts)
     return ZoneView(name=name, aggregate=others[0].uuid, hosts=sorted(hosts), aggregates=[a.uuid for a in others],
