@@ -71,7 +71,8 @@ def _find(snap: Snapshot, aggregate_id: int) -> AggregateInfo:
 
 def list_all(service) -> list[HostAggregate]:
     snap = run_read(service.engine, snapshot_mod.load)
-    return [_view(agg, sync.member_hosts(service, agg.uuid)) for agg in sorted(snap.aggregates.values(), key=lambda a: a.id)]
+    return [_view(agg, sync.member_hosts(service, agg.uuid))
+            for agg in sorted(snap.aggregates.values(), key=lambda a: a.id)]
 
 
 def get(service, aggregate_id: int) -> HostAggregate:
