@@ -51,6 +51,21 @@ def service_view(cell: str, record: svc.ServiceRecord, ctx: RequestContext, down
     return body
 
 
+def _service(deps: ComputeAPIDeps, service_id: str, *, by_uuid: bool) -> tuple[str, svc.ServiceRecord]:
+    """(cell, record) of the service ``service_id`` names: its uuid (2.53+),
+    else its row id, which two cells may share (a 400 then); a 404 for none."""
+    if by_uuid:
+        match = [(c, r) for c, r in _all_services(deps) if service_uuid(c, r.host, r.binary) == service_id]
+    else:
+        match = [(c, r) for c, r in _all_services(deps) if str(r.id) == service_id]
+        if len(match) > 1:
+            raise bad_request(f"Service id {service_id} is in more than one cell; use microversion 2.53 or "
+                              "later (uuids).")
+    if not match:
+        raise not_found(f"Service {service_id} could not be found.")
+    return match[0]
+
+
 def _delete_tree(client, root: str) -> None:
     """A node's provider tree out of Placement, children before parents."""
     parent_of = {p.uuid: p.parent_provider_uuid for p in client.list_providers(in_tree=root)}
@@ -101,10 +116,7 @@ class Services:
         schemas.check(doc, schemas.SERVICE_UPDATE)
         if not doc:
             raise bad_request("At least one of status or forced_down must be specified.")
-        match = [(c, r) for c, r in _all_services(self.deps) if service_uuid(c, r.host, r.binary) == service_id]
-        if not match:
-            raise not_found(f"Service {service_id} could not be found.")
-        cell, record = match[0]
+        cell, record = _service(self.deps, service_id, by_uuid=True)
         if doc.get("disabled_reason") and doc.get("status") != "disabled":
             raise bad_request("Specifying 'disabled_reason' with status 'enabled' is invalid.")
         if record.binary != svc.COMPUTE:
@@ -119,20 +131,11 @@ class Services:
         """Decommission a service, as Nova does: a compute only when it runs no
         servers and takes part in no move; its nodes leave Placement (so
         nothing is scheduled there), the cell database and the host mappings.
-        A compute still running registers again at its next report (stop it
-        first, as in Nova)."""
+        A compute still running registers again, nodes included, at its next
+        heartbeat (stop it first, as in Nova)."""
         ctx: RequestContext = req.context.nova
         ctx.require_admin()
-        if ctx.version.at_least(53):
-            match = [(c, r) for c, r in _all_services(self.deps) if service_uuid(c, r.host, r.binary) == service_id]
-        else:
-            match = [(c, r) for c, r in _all_services(self.deps) if str(r.id) == service_id]
-            if len(match) > 1:
-                raise bad_request(f"Service id {service_id} is in more than one cell; use microversion 2.53 or "
-                                  "later (uuids).")
-        if not match:
-            raise not_found(f"Service {service_id} could not be found.")
-        cell, record = match[0]
+        cell, record = _service(self.deps, service_id, by_uuid=ctx.version.at_least(53))
         engine = self.deps.cells.engine_of(cell)
         if record.binary == svc.COMPUTE:
             hosting = [r for r in inst.on_host(engine, record.host) if r.vm_state != inst.VmState.DELETED]

@@ -169,6 +169,11 @@ def validator_for(schema: dict) -> jsonschema.protocols.Validator:
 BRIEF_CHARS = 300
 
 
+def cut_short(text: str) -> str:
+    """``text`` cut at ``BRIEF_CHARS``, for messages that may quote a huge input."""
+    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS] + "…"
+
+
 def validate(data: object, schema: dict, *, prefix: str = "JSON does not validate: ", brief: bool = False) -> None:
     """400 with the validator's whole message (what failed, the schema
     part and the instance), as upstream reports it; ``brief`` (Billeting's
@@ -183,7 +188,7 @@ def validate(data: object, schema: dict, *, prefix: str = "JSON does not validat
         return
     if not brief:
         raise HTTPProblem(400, f"{prefix}{error}")
-    message = error.message if len(error.message) <= BRIEF_CHARS else error.message[:BRIEF_CHARS] + "…"
+    message = cut_short(error.message)
     where = "/".join(str(part) for part in error.absolute_path)
     raise HTTPProblem(400, f"{prefix}{message}" + (f" (at /{where})" if where else ""))
 

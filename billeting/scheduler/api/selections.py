@@ -50,9 +50,7 @@ def _convert(data: dict, kind):
     try:
         return msgspec.convert(data, kind)
     except msgspec.ValidationError as exc:
-        text = str(exc)
-        raise HTTPProblem(400, "JSON does not validate: " + (text if len(text) <= util.BRIEF_CHARS
-                                                              else text[:util.BRIEF_CHARS] + "…")) from None
+        raise HTTPProblem(400, f"JSON does not validate: {util.cut_short(str(exc))}") from None
 
 
 def from_typed(data: dict) -> tuple[ScheduleRequest, str | None]:
