@@ -58,6 +58,10 @@ def _roots(records) -> set[str]:
     return {p.root_provider_uuid or p.uuid for p in records}
 
 
+def _listed(aggregates: frozenset[str]) -> str:
+    return f"aggregate(s) {', '.join(sorted(aggregates))}"
+
+
 def aggregate_names(directory, zone: str | None = None):
     """How an explanation names a set of aggregates: the availability zone
     the request asked for, the failure domains they stand for ("rack r1 or
@@ -70,7 +74,7 @@ def aggregate_names(directory, zone: str | None = None):
         domains = [directory.domains_of([agg]) for agg in sorted(aggregates)]
         if domains and all(len(found) == 1 for found in domains):
             return " or ".join(sorted(f"{d.level} {d.name}" for found in domains for d in found.values()))
-        return f"aggregate(s) {', '.join(sorted(aggregates))}"
+        return _listed(aggregates)
 
     return name
 
@@ -79,7 +83,7 @@ def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uu
                          names=None) -> list[Shortfall]:
     """Per constraint of ``query``: how many of the hosts fail it alone.
     ``names``: how to word a set of aggregates (``aggregate_names``)."""
-    names = names or (lambda aggregates: f"aggregate(s) {', '.join(sorted(aggregates))}")
+    names = names or _listed
     found: list[Shortfall] = []
     total = len(host_uuids)
 
