@@ -100,8 +100,9 @@ def _view(service, snap: Snapshot, name: str) -> ZoneView | None:
 def remove(service, name: str) -> None:
     snap = run_read(service.engine, snapshot_mod.load)
     found = snap.aggregate_by_name(name)
-    if (found is None or found.kind != KIND_ZONE) and name in _by_metadata(snap):
-        named_by = ", ".join(sorted(a.name or a.uuid for a in _by_metadata(snap)[name]))
+    by_metadata = _by_metadata(snap).get(name)
+    if (found is None or found.kind != KIND_ZONE) and by_metadata:
+        named_by = ", ".join(sorted(a.name or a.uuid for a in by_metadata))
         raise Conflict(f"availability zone {name!r} is named by the metadata of aggregate(s) {named_by}: remove "
                        f"their {ZONE_KEY} key instead (PUT /aggregates/{{uuid}}, or the compute API's "
                        "os-aggregates)", code=IN_USE)
