@@ -80,6 +80,24 @@ def test_unknown_path_and_trailing_slash_are_404(client):
         assert resp.error["title"] == "Not Found"
 
 
+def test_path_handed_over_decoded_is_still_routed(app, client, create_provider):
+    """Some in-process WSGI servers (httpx's transport) put the decoded path in
+    PATH_INFO instead of PEP 3333's latin-1 bytes: a 404, not a 500."""
+    import falcon.testing
+
+    from tests.conftest import call_wsgi
+
+    uuid = create_provider("snow")["uuid"]
+    for path, status in (("/resources_providers/\u2603", 404), ("/resource_providers/\u2603", 404),
+                         (f"/resource_providers/{uuid}", 200)):
+        environ = falcon.testing.create_environ(path="/", headers={"X-Auth-Token": "admin"})
+        environ["PATH_INFO"] = path
+        resp = call_wsgi(app, environ)
+        assert resp.status == status, (path, resp.content)
+        if status == 404:
+            assert resp.error["title"] == "Not Found"
+
+
 def test_method_not_allowed_lists_allow(client):
     resp = client.request("PATCH", "/resource_providers")
     assert resp.status == 405

@@ -176,14 +176,23 @@ def make_falcon_app(deps: Deps) -> falcon.App:
 
 
 class _RootPathFix:
-    """Serve the version document for the bare mount point (empty PATH_INFO)."""
+    """Serve the version document for the bare mount point (empty PATH_INFO),
+    and take a path some WSGI servers (httpx's in-process transport, for one)
+    hand over already decoded: PEP 3333 wants the raw bytes as latin-1, and
+    Falcon fails on anything else (a 500 for ``/resource_providers/☃``)."""
 
     def __init__(self, app) -> None:
         self.app = app
 
     def __call__(self, environ, start_response):
-        if not environ.get("PATH_INFO"):
+        path = environ.get("PATH_INFO")
+        if not path:
             environ["PATH_INFO"] = "/"
+        elif not path.isascii():
+            try:
+                path.encode("latin-1")
+            except UnicodeEncodeError:
+                environ["PATH_INFO"] = path.encode("utf-8").decode("latin-1")
         return self.app(environ, start_response)
 
 
