@@ -8,8 +8,11 @@ The translation, in order:
    ``trait{S}:{T}=required|forbidden``; anything else (``hw:*``,
    ``capabilities:*``, ...) is not a Placement term and is left to filters;
 2. image properties ``trait:{T}=required`` → required on the unsuffixed group;
-3. CPU pinning: ``hw:cpu_policy=dedicated`` asks for PCPU instead of VCPU,
+3. CPU pinning and guest features (``nova_features``): ``hw:cpu_policy``
+   ``dedicated`` asks for PCPU instead of VCPU, ``mixed`` for both;
    ``hw:cpu_thread_policy`` requires or forbids ``HW_CPU_HYPERTHREADING``;
+   memory encryption, persistent memory, vTPM, secure boot and the like ask
+   for the host trait or resource that provides them;
 4. the flavor's own amounts go to the unsuffixed group unless a group
    already names that class: VCPU (unless VCPU or PCPU is named),
    MEMORY_MB, and DISK_GB = ephemeral + ceil(swap MB / 1024) + root, the
@@ -34,6 +37,7 @@ import os_resource_classes
 
 from billeting.placement.api.util import is_uuid_like, normalize_uuid
 from billeting.placement_client.model import RequestGroup
+from billeting.scheduler import nova_features
 from billeting.scheduler.directory import CELL_LEVEL, Directory
 from billeting.scheduler.request import (
     Destination,
@@ -116,20 +120,10 @@ def _from_extra_specs(extra_specs: dict[str, str], groups: dict[str, _Group]) ->
     return policy
 
 
-def _pinning(flavor: Flavor, image: Image | None, groups: dict[str, _Group]) -> None:
-    def prop(spec: str, image_prop: str) -> str | None:
-        return flavor.extra_specs.get(spec) or (image.properties.get(image_prop) if image else None)
-
-    base = groups.setdefault("", _Group(""))
-    if prop("hw:cpu_policy", "hw_cpu_policy") == "dedicated" and not any(
-            "PCPU" in g.resources or "VCPU" in g.resources for g in groups.values()):
-        extra = 1 if prop("hw:emulator_threads_policy", "hw_emulator_threads_policy") == "isolate" else 0
-        base.resources["PCPU"] = flavor.vcpus + extra
-    thread = prop("hw:cpu_thread_policy", "hw_cpu_thread_policy")
-    if thread == "isolate":
-        base.forbidden.add("HW_CPU_HYPERTHREADING")
-    elif thread == "require":
-        base.required.add("HW_CPU_HYPERTHREADING")
+def _image_or_flavor(flavor: Flavor, image: Image | None) -> nova_features.Prop:
+    def prop(spec: str | None, image_prop: str) -> str | None:
+        return (spec and flavor.extra_specs.get(spec)) or (image.properties.get(image_prop) if image else None)
+    return prop
 
 
 def resource_groups(flavor: Flavor, image: Image | None = None, *,
@@ -141,10 +135,13 @@ def resource_groups(flavor: Flavor, image: Image | None = None, *,
         for key, value in image.properties.items():
             if key.startswith("trait:") and value == "required" and len(key) > 6:
                 groups.setdefault("", _Group("")).required.add(key[6:])
-    _pinning(flavor, image, groups)
+    base = groups.setdefault("", _Group(""))
+    prop = _image_or_flavor(flavor, image)
+    nova_features.pinning(prop, flavor.vcpus, base.resources, base.required, base.forbidden,
+                          cpus_named=any("PCPU" in g.resources or "VCPU" in g.resources for g in groups.values()))
+    nova_features.features(prop, base.resources, base.required)
 
     named = {rc for g in groups.values() for rc in g.resources}
-    base = groups.setdefault("", _Group(""))
     if "VCPU" not in named and "PCPU" not in named:
         base.resources["VCPU"] = flavor.vcpus
     if "MEMORY_MB" not in named:

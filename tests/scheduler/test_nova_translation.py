@@ -103,6 +103,61 @@ def test_dedicated_cpus_ask_for_pcpu_and_thread_policy_for_a_trait():
     assert groups[""].resources["PCPU"] == 3
 
 
+def test_mixed_cpus_split_by_the_dedicated_or_realtime_mask():
+    """Spec 2.2 step 4: ``mixed`` asks for the masked vCPUs as PCPU and the
+    rest as VCPU; a malformed mask, or one leaving no shared or no dedicated
+    vCPU, is skipped (every vCPU shared)."""
+    def cpus(vcpus, **specs):
+        groups, _ = groups_of(Flavor(vcpus=vcpus, memory_mb=512, extra_specs={"hw:cpu_policy": "mixed", **specs}))
+        return {rc: n for rc, n in groups[""].resources.items() if rc in ("VCPU", "PCPU")}
+
+    assert cpus(4, **{"hw:cpu_dedicated_mask": "2-3"}) == {"VCPU": 2, "PCPU": 2}
+    assert cpus(4, **{"hw:cpu_dedicated_mask": "^0"}) == {"VCPU": 1, "PCPU": 3}
+    assert cpus(8, **{"hw:cpu_dedicated_mask": "0-5,^1"}) == {"VCPU": 3, "PCPU": 5}
+    assert cpus(4, **{"hw:cpu_realtime_mask": "^0-2"}) == {"VCPU": 3, "PCPU": 1}
+    assert cpus(4, **{"hw:cpu_dedicated_mask": "1", "hw:emulator_threads_policy": "isolate"}) == {
+        "VCPU": 3, "PCPU": 2}
+    for bad in ("0-3", "^0-3", "4", "x", "", "2-1"):
+        assert cpus(4, **{"hw:cpu_dedicated_mask": bad}) == {"VCPU": 4}, bad
+    assert cpus(4, **{"hw:cpu_realtime_mask": "1-2"}) == {"VCPU": 4}  # a realtime mask excludes
+    groups, _ = groups_of(Flavor(vcpus=4, memory_mb=512, extra_specs={"hw:cpu_policy": "mixed"}),
+                          Image(properties={"hw_cpu_dedicated_mask": "^0"}))
+    assert groups[""].resources["PCPU"] == 3
+    # resources the extra specs name win over the policy
+    assert cpus(4, **{"hw:cpu_dedicated_mask": "2-3", "resources:VCPU": "4"}) == {"VCPU": 4}
+
+
+def test_guest_features_ask_for_the_host_traits_and_resources_that_give_them():
+    """Spec 2.2 step 7, each feature from the flavor and from the image."""
+    def base(specs=None, props=None):
+        groups, _ = groups_of(Flavor(vcpus=1, memory_mb=512, extra_specs=specs or {}),
+                              Image(properties=props or {}))
+        required = set().union(*groups[""].required)
+        extra = {rc: n for rc, n in groups[""].resources.items() if rc not in ("VCPU", "MEMORY_MB")}
+        return required, extra
+
+    assert base({"hw:mem_encryption": "True"}) == ({"HW_CPU_X86_AMD_SEV"}, {"MEM_ENCRYPTION_CONTEXT": 1})
+    assert base(props={"hw_mem_encryption": "yes", "hw_mem_encryption_model": "amd-sev-es"}) == (
+        {"HW_CPU_X86_AMD_SEV_ES"}, {"MEM_ENCRYPTION_CONTEXT": 1})
+    assert base({"hw:mem_encryption": "false"}) == (set(), {})
+    assert base({"hw:pmem": "6GB,6GB, large-1"}) == (set(), {"CUSTOM_PMEM_NAMESPACE_6GB": 2,
+                                                              "CUSTOM_PMEM_NAMESPACE_LARGE_1": 1})
+    assert base({"hw:tpm_version": "2.0"}) == ({"COMPUTE_SECURITY_TPM_2_0", "COMPUTE_SECURITY_TPM_TIS"}, {})
+    assert base(props={"hw_tpm_version": "1.2", "hw_tpm_model": "tpm-crb"}) == (
+        {"COMPUTE_SECURITY_TPM_1_2", "COMPUTE_SECURITY_TPM_CRB"}, {})
+    assert base({"hw:tpm_version": "3.0"}) == (set(), {})
+    assert base({"hw:pci_numa_affinity_policy": "socket"})[0] == {"COMPUTE_SOCKET_PCI_NUMA_AFFINITY"}
+    assert base({"hw:pci_numa_affinity_policy": "preferred"})[0] == set()
+    assert base(props={"os_secure_boot": "required"})[0] == {"COMPUTE_SECURITY_UEFI_SECURE_BOOT"}
+    assert base({"os:secure_boot": "optional"})[0] == set()
+    assert base({"hw:maxphysaddr_mode": "passthrough"})[0] == {"COMPUTE_ADDRESS_SPACE_PASSTHROUGH"}
+    assert base(props={"hw_maxphysaddr_mode": "emulate"})[0] == {"COMPUTE_ADDRESS_SPACE_EMULATED"}
+    assert base(props={"hw_firmware_stateless": "true"})[0] == {"COMPUTE_SECURITY_STATELESS_FIRMWARE"}
+    # the flavor's value wins over the image's
+    assert base({"hw:tpm_version": "1.2"}, {"hw_tpm_version": "2.0"})[0] == {
+        "COMPUTE_SECURITY_TPM_1_2", "COMPUTE_SECURITY_TPM_TIS"}
+
+
 def test_query_string_feature_checks_name_the_missing_microversion():
     import pytest
 
