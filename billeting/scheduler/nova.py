@@ -168,8 +168,10 @@ def request_from_nova(flavor: Flavor, image: Image | None = None, *, instance_uu
                       domain_constraints: Iterable[DomainConstraint] = (), near: Nearness | None = None,
                       consumer_type: str | None = INSTANCE_CONSUMER) -> ScheduleRequest:
     groups, policy = resource_groups(flavor, image, is_bfv=is_bfv)
+    root_required = frozenset(nova_features.root_traits(_image_or_flavor(flavor, image), flavor.extra_specs))
     return ScheduleRequest(instance_uuids=tuple(instance_uuids), project_id=project_id, user_id=user_id,
                            groups=groups, group_policy=policy, consumer_type=consumer_type,
+                           root_required=root_required,
                            server_group=server_group, same_host=tuple(same_host),
                            different_host=tuple(different_host), availability_zone=availability_zone,
                            destination=destination, ignore_hosts=tuple(ignore_hosts),

@@ -1,6 +1,7 @@
 """Flavor extra specs and image properties that are not Placement terms but
-become some (scheduler-design 2.2, steps 4 and 7): CPU pinning asks for
-dedicated CPUs (PCPU), and guest features ask for the host trait (or the
+become some (scheduler-design 2.2, steps 4 and 7, and the request filters of
+2.4 that are on whenever a guest asks for their feature): CPU pinning asks
+for dedicated CPUs (PCPU), and guest features ask for the host trait (or the
 resource) that says a host can give them.
 
 Each key is read from the flavor first, then from the image under Nova's
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import os_resource_classes
+import os_traits
 
 LOG = logging.getLogger(__name__)
 
@@ -128,3 +130,36 @@ def _pmem(labels: str | None, resources: dict[str, int]) -> None:
         if label:
             name = os_resource_classes.normalize_name("PMEM_NAMESPACE_" + label)
             resources[name] = resources.get(name, 0) + 1
+
+
+_EPHEMERAL_FORMATS = {"plain": "COMPUTE_EPHEMERAL_ENCRYPTION_PLAIN", "luks": "COMPUTE_EPHEMERAL_ENCRYPTION_LUKS",
+                      "luksv2": "COMPUTE_EPHEMERAL_ENCRYPTION_LUKSV2"}
+_TPM_SECRET_SECURITY = frozenset({"user", "host", "deployment"})
+
+
+def root_traits(prop: Prop, extra_specs: Mapping[str, str]) -> set[str]:
+    """Request filters 7, 8 and 11-13 of spec 2.4: traits the compute node
+    itself (the tree's root) must have for accelerators, packed virtqueues,
+    ephemeral encryption, virtio sound and the vTPM secret's security."""
+    traits: set[str] = set()
+    if extra_specs.get("accel:device_profile"):
+        traits.add(os_traits.COMPUTE_ACCELERATORS)
+    if truthy(prop("hw:virtio_packed_ring", "hw_virtio_packed_ring")):
+        traits.add(os_traits.COMPUTE_NET_VIRTIO_PACKED)
+    if truthy(prop("hw:ephemeral_encryption", "hw_ephemeral_encryption")):
+        traits.add(os_traits.COMPUTE_EPHEMERAL_ENCRYPTION)
+        fmt = prop("hw:ephemeral_encryption_format", "hw_ephemeral_encryption_format")
+        if fmt:
+            if fmt.lower() in _EPHEMERAL_FORMATS:
+                traits.add(_EPHEMERAL_FORMATS[fmt.lower()])
+            else:
+                LOG.warning("ignoring ephemeral encryption format %r", fmt)
+    if prop("hw:sound_model", "hw_sound_model") == "virtio":
+        traits.add(os_traits.COMPUTE_SOUND_MODEL_VIRTIO)
+    secret = prop("hw:tpm_secret_security", "hw_tpm_secret_security")
+    if secret and prop("hw:tpm_version", "hw_tpm_version"):
+        if secret in _TPM_SECRET_SECURITY:
+            traits.add("COMPUTE_SECURITY_TPM_SECRET_SECURITY_" + secret.upper())
+        else:
+            LOG.warning("ignoring hw:tpm_secret_security=%r", secret)
+    return traits

@@ -158,6 +158,28 @@ def test_guest_features_ask_for_the_host_traits_and_resources_that_give_them():
         "COMPUTE_SECURITY_TPM_1_2", "COMPUTE_SECURITY_TPM_TIS"}
 
 
+def test_features_the_compute_node_itself_must_offer_become_root_required():
+    """Spec 2.4 request filters 7, 8, 11, 12, 13 (on whenever the guest asks)."""
+    def roots(specs=None, props=None):
+        return set(request_from_nova(Flavor(vcpus=1, memory_mb=512, extra_specs=specs or {}),
+                                     Image(properties=props or {}), instance_uuids=["u"], project_id="p",
+                                     user_id="u").root_required)
+
+    assert roots() == set()
+    assert roots({"accel:device_profile": "gpu-profile"}) == {"COMPUTE_ACCELERATORS"}
+    assert roots({"hw:virtio_packed_ring": "true"}) == {"COMPUTE_NET_VIRTIO_PACKED"}
+    assert roots(props={"hw_virtio_packed_ring": "no"}) == set()
+    assert roots(props={"hw_ephemeral_encryption": "True", "hw_ephemeral_encryption_format": "luks"}) == {
+        "COMPUTE_EPHEMERAL_ENCRYPTION", "COMPUTE_EPHEMERAL_ENCRYPTION_LUKS"}
+    assert roots({"hw:ephemeral_encryption": "1", "hw:ephemeral_encryption_format": "zip"}) == {
+        "COMPUTE_EPHEMERAL_ENCRYPTION"}
+    assert roots(props={"hw_sound_model": "virtio"}) == {"COMPUTE_SOUND_MODEL_VIRTIO"}
+    assert roots({"hw:sound_model": "ac97"}) == set()
+    assert roots({"hw:tpm_version": "2.0", "hw:tpm_secret_security": "host"}) == {
+        "COMPUTE_SECURITY_TPM_SECRET_SECURITY_HOST"}
+    assert roots({"hw:tpm_secret_security": "host"}) == set()  # only with a vTPM
+
+
 def test_query_string_feature_checks_name_the_missing_microversion():
     import pytest
 

@@ -1,5 +1,6 @@
 """Request filters that become query clauses (availability zones, tenant
-isolation, disabled computes) and the fall-back for older Placements."""
+isolation, disabled computes, guest features) and the fall-back for older
+Placements."""
 from __future__ import annotations
 
 import random
@@ -12,7 +13,7 @@ from billeting.placement_client.client import PlacementClient
 from billeting.placement_client.transport import WsgiTransport
 from billeting.scheduler import NoValidHost, Scheduler, SchedulerSettings
 from billeting.scheduler.catalog import PlacementHostCatalog
-from billeting.scheduler.nova import Flavor, request_from_nova
+from billeting.scheduler.nova import Flavor, Image, request_from_nova
 from tests.scheduler.fleet import new_uuids
 
 SMALL = Flavor(vcpus=1, memory_mb=1024)
@@ -75,3 +76,28 @@ def test_an_older_placement_gets_no_root_required_and_disabled_hosts_are_filtere
         sched.select_destinations(request_from_nova(Flavor(vcpus=1, memory_mb=8192), instance_uuids=new_uuids(1),
                                                     project_id="p", user_id="u"))
     assert "root_required" not in failed.value.explanation.query
+
+
+def test_guest_features_choose_the_hosts_that_give_them(fleet, make_scheduler):
+    """Spec 2.2 step 7 and the 2.4 filters on whenever asked: a vTPM 2.0 guest,
+    a pinned guest with mixed CPUs and a packed-virtqueue guest each land on
+    the one host that can give them, though another has far more room."""
+    fleet.host("roomy", memory_mb=262144)
+    fleet.host("tpm", memory_mb=4096, traits=("COMPUTE_SECURITY_TPM_2_0", "COMPUTE_SECURITY_TPM_TIS"))
+    fleet.host("pinned", memory_mb=4096, extra={"PCPU": 8})
+    fleet.host("packed", memory_mb=4096, traits=("COMPUTE_NET_VIRTIO_PACKED",))
+    sched = make_scheduler()
+
+    def place(flavor, image=None):
+        [[chosen]] = sched.select_destinations(request_from_nova(
+            flavor, image, instance_uuids=new_uuids(1), project_id="p", user_id="u"))
+        return chosen
+
+    assert place(Flavor(vcpus=1, memory_mb=1024, extra_specs={"hw:tpm_version": "2.0"})).nodename == "tpm"
+    mixed = place(Flavor(vcpus=4, memory_mb=1024, extra_specs={"hw:cpu_policy": "mixed",
+                                                               "hw:cpu_dedicated_mask": "^0"}))
+    assert mixed.nodename == "pinned"
+    assert mixed.allocation_request.allocations[fleet.hosts["pinned"]].resources == {
+        "MEMORY_MB": 1024, "PCPU": 3, "VCPU": 1}
+    assert place(SMALL, Image(properties={"hw_virtio_packed_ring": "true"})).nodename == "packed"
+    assert place(SMALL).nodename == "roomy"
