@@ -102,6 +102,20 @@ def _aggregates(directory: Directory, level: str, names) -> frozenset[str]:
     return frozenset(found)
 
 
+_TRAIT_KEY = "trait:"
+
+
+def isolated_aggregates(directory: Directory, request: ScheduleRequest) -> frozenset[str]:
+    """Request filter 5 of spec 2.4: the aggregates whose metadata requires a
+    trait (``trait:T=required``) this request does not require anywhere; the
+    hosts in them are kept for the requests that do."""
+    wanted = {t for g in request.groups for any_of in g.required for t in any_of} | set(request.root_required)
+    return frozenset(
+        agg for agg in directory.known_aggregates()
+        if any(key.startswith(_TRAIT_KEY) and value == "required" and key[len(_TRAIT_KEY):] not in wanted
+               for key, value in directory.aggregate_metadata(agg).items()))
+
+
 def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
           near: Domain | None = None) -> CandidateQuery:
     request, settings, directory = decision.request, decision.settings, decision.directory
@@ -159,6 +173,8 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
                 member_of.append(_aggregates(directory, group.scope, decision.group_domains))
     if request.same_host or request.different_host:
         limit = None
+    if settings.enable_isolated_aggregate_filtering:
+        forbidden |= isolated_aggregates(directory, request)
     if near is not None:
         member_of.append(frozenset({near.aggregate}))
 

@@ -39,6 +39,9 @@ class SchedulerSettings:
     # go only there; with the second option, projects without any fail.
     limit_tenants_to_placement_aggregate: bool = False
     placement_aggregate_required_for_tenants: bool = False
+    # Isolated aggregates (request filter): an aggregate whose metadata says
+    # ``trait:T=required`` keeps out every request that does not require T.
+    enable_isolated_aggregate_filtering: bool = False
     # [filter_scheduler]
     enabled_filters: tuple[str, ...] | None = None   # None: every built-in filter
     weighers: tuple[str, ...] | None = None          # None: every built-in weigher

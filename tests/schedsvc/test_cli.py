@@ -118,6 +118,9 @@ def test_settings_precedence(tmp_path):
     assert (settings.max_instances_per_host, settings.max_io_ops_per_host) == (20, 3)
     with pytest.raises(SettingsError, match="must not be negative"):
         config_mod.load({}, {"BILLETING_SCHEDULER_MAX_IO_OPS_PER_HOST": "-1"})
+    ini.write_text("[scheduler]\nenable_isolated_aggregate_filtering = true\n")
+    assert config_mod.load({"config_file": str(ini)}, {}).scheduler_settings().enable_isolated_aggregate_filtering
+    assert not config_mod.load({}, {}).scheduler_settings().enable_isolated_aggregate_filtering
 
 
 def test_keystone_placement_auth_comes_from_the_placement_section(tmp_path):

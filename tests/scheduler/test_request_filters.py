@@ -78,6 +78,23 @@ def test_an_older_placement_gets_no_root_required_and_disabled_hosts_are_filtere
     assert "root_required" not in failed.value.explanation.query
 
 
+def test_isolated_aggregates_keep_their_hosts_for_requests_requiring_their_traits(fleet, make_scheduler):
+    """Spec 2.4 filter 5 (off by default): an aggregate whose metadata says
+    trait:T=required takes its hosts away from requests that do not require T."""
+    windows = str(uuid.uuid5(uuid.NAMESPACE_URL, "windows"))
+    fleet.host("licensed", memory_mb=262144, aggregates=(windows,), traits=("CUSTOM_WINDOWS",))
+    fleet.host("linux", memory_mb=4096)
+    fleet.directory.set_metadata(windows, {"trait:CUSTOM_WINDOWS": "required", "note": "x"})
+    off = make_scheduler()
+    assert off.select_destinations(req())[0][0].nodename == "licensed"
+    on = make_scheduler(SchedulerSettings(enable_isolated_aggregate_filtering=True))
+    assert on.select_destinations(req())[0][0].nodename == "linux"
+    windows_image = Image(properties={"trait:CUSTOM_WINDOWS": "required"})
+    [[chosen]] = on.select_destinations(request_from_nova(SMALL, windows_image, instance_uuids=new_uuids(1),
+                                                          project_id="p", user_id="u"))
+    assert chosen.nodename == "licensed"
+
+
 def test_guest_features_choose_the_hosts_that_give_them(fleet, make_scheduler):
     """Spec 2.2 step 7 and the 2.4 filters on whenever asked: a vTPM 2.0 guest,
     a pinned guest with mixed CPUs and a packed-virtqueue guest each land on

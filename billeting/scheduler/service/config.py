@@ -11,7 +11,8 @@ sections are the scheduler's own, so one file can configure Placement
     [messaging]           transport_url
     [scheduler]           topology_levels, max_placement_results, default_cell, catalog_refresh_s,
                           service_down_time, limit_tenants_to_placement_aggregate,
-                          placement_aggregate_required_for_tenants
+                          placement_aggregate_required_for_tenants,
+                          enable_isolated_aggregate_filtering
     [filter_scheduler]    enabled_filters, weighers, host_subset_size,
                           shuffle_best_same_weighed_hosts, alternates_from (spread|next),
                           max_instances_per_host, max_io_ops_per_host, <name>_weight_multiplier
@@ -58,6 +59,7 @@ class ServiceConfig:
     directory_check_s: float = 1.0
     limit_tenants_to_placement_aggregate: bool = False
     placement_aggregate_required_for_tenants: bool = False
+    enable_isolated_aggregate_filtering: bool = False
     enabled_filters: list[str] = field(default_factory=list)  # empty: every built-in filter
     weighers: list[str] = field(default_factory=list)  # empty: every built-in weigher
     host_subset_size: int = 1
@@ -73,6 +75,7 @@ class ServiceConfig:
             topology_levels=tuple(self.topology_levels), catalog_refresh_s=self.catalog_refresh_s,
             limit_tenants_to_placement_aggregate=self.limit_tenants_to_placement_aggregate,
             placement_aggregate_required_for_tenants=self.placement_aggregate_required_for_tenants,
+            enable_isolated_aggregate_filtering=self.enable_isolated_aggregate_filtering,
             enabled_filters=tuple(self.enabled_filters) or None, weighers=tuple(self.weighers) or None,
             multipliers={**DEFAULT_MULTIPLIERS, **self.multipliers}, host_subset_size=self.host_subset_size,
             shuffle_best_same_weighed_hosts=self.shuffle_best_same_weighed_hosts,
@@ -93,6 +96,7 @@ _FILE_KEYS = {
     "scheduler.service_down_time": "service_down_time", "scheduler.directory_check_s": "directory_check_s",
     "scheduler.limit_tenants_to_placement_aggregate": "limit_tenants_to_placement_aggregate",
     "scheduler.placement_aggregate_required_for_tenants": "placement_aggregate_required_for_tenants",
+    "scheduler.enable_isolated_aggregate_filtering": "enable_isolated_aggregate_filtering",
     "filter_scheduler.enabled_filters": "enabled_filters", "filter_scheduler.weighers": "weighers",
     "filter_scheduler.host_subset_size": "host_subset_size",
     "filter_scheduler.shuffle_best_same_weighed_hosts": "shuffle_best_same_weighed_hosts",
