@@ -102,6 +102,24 @@ def test_a_group_and_its_members_in_upper_case_are_the_same_group(api, fleet):
     assert resp.status == 201 and resp.json["selections"][0][0]["nodename"] == hosts[0], resp
 
 
+@pytest.mark.parametrize("extra, code", [
+    ({"near": {"level": "galaxy", "domain": "r1"}}, "billeting.topology.unknown_level"),
+    ({"near": {"level": "cell", "domain": "r1"}}, "billeting.topology.unknown_level"),
+    ({"near": {"level": "rack", "domain": "nope"}}, "billeting.invalid"),
+    ({"domain_constraints": [{"relation": "different", "level": "galaxy", "instances": [new_uuid()]}]},
+     "billeting.topology.unknown_level"),
+], ids=["near-level", "near-cell", "near-domain", "constraint-level"])
+def test_an_unknown_level_or_domain_in_a_request_is_400_as_in_the_nova_form(api, fleet, extra, code):
+    """The Nova form's near_rack/different_galaxy hints were checked (400), the
+    same in the typed form was a 409 no_valid_host, or (a "different" domain
+    constraint) no constraint at all and a claim."""
+    fleet.add("h1", vcpu=4)
+    assert api.put("/topology/rack/r1", json={"hosts": ["h1"]}).status == 201
+    resp = api.post("/selections", json=simple_request(**extra))
+    assert resp.status == 400 and resp.error["code"] == code, resp
+    assert api.post("/selections", json=simple_request(near={"level": "rack", "domain": "r1"})).status == 201
+
+
 def test_a_deleted_group_then_a_request_naming_it_is_a_404_not_500(api, fleet):
     fleet.add("h1", vcpu=4)
     group = api.post("/server_groups", json={"name": "g", "policy": "anti-affinity"}).json["uuid"]
