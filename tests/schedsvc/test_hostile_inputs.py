@@ -120,6 +120,20 @@ def test_an_unknown_level_or_domain_in_a_request_is_400_as_in_the_nova_form(api,
     assert api.post("/selections", json=simple_request(near={"level": "rack", "domain": "r1"})).status == 201
 
 
+def test_no_zone_is_named_internal_or_nothing(api, fleet):
+    """The compute API keeps "internal" for its conductors (and refuses it for
+    its aggregates): a host put in such a zone through this API was listed as
+    one of them. An empty zone name could not be asked for at all."""
+    fleet.add("h1", vcpu=4)
+    resp = api.put("/availability_zones/internal", json={"hosts": ["h1"]})
+    assert resp.status == 400 and resp.error["code"] == "billeting.invalid", resp
+    for zone in ("internal", ""):
+        resp = api.put(f"/aggregates/{new_uuid()}", json={"metadata": {"availability_zone": zone}})
+        assert resp.status == 400 and resp.error["code"] == "billeting.invalid", (zone, resp)
+    assert api.get("/availability_zones").json["availability_zones"] == []
+    assert api.get("/aggregates").json["aggregates"] == []
+
+
 def test_a_deleted_group_then_a_request_naming_it_is_a_404_not_500(api, fleet):
     fleet.add("h1", vcpu=4)
     group = api.post("/server_groups", json={"name": "g", "policy": "anti-affinity"}).json["uuid"]
