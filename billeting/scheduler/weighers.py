@@ -15,6 +15,7 @@ A weigher whose multiplier is 0 everywhere is skipped.
 """
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from billeting.scheduler.decision import Decision
@@ -63,6 +64,8 @@ class Weigher:
                 number = float(value)
             except ValueError:
                 continue  # unparsable metadata: the configured value stands
+            if not math.isfinite(number):
+                continue  # "nan" or "inf" would make every weight of the host NaN and its rank arbitrary
             found = number if found is None else min(found, number)
         return default if found is None else found
 

@@ -5,7 +5,9 @@ server database's INT column)."""
 from __future__ import annotations
 
 import time
+import urllib.parse
 
+import orjson
 import pytest
 
 NUL = "a\u0000b"
@@ -63,6 +65,49 @@ def test_flavor_create_refuses_what_no_database_can_store(plane, flavor):
     resp = plane.call("POST", "/v2.1/flavors", {"flavor": flavor})
     assert resp.status_code == 400, resp.text
     assert resp.json["badRequest"]["code"] == 400
+
+
+@pytest.mark.parametrize("factor", ["nan", "inf", "1e999", "-1", "", "abc", 1e308], ids=repr)
+def test_a_flavor_rxtx_factor_is_a_finite_non_negative_number(plane, factor):
+    """"inf" was kept and every flavor listing then said ``Infinity``, which
+    is not JSON (strict parsers refuse the whole document); "nan" was a 409
+    naming a flavor that does not exist; 1e308 overflows MariaDB's FLOAT."""
+    flavor = {"name": "f", "ram": 512, "vcpus": 1, "disk": 1, "rxtx_factor": factor}
+    resp = plane.call("POST", "/v2.1/flavors", {"flavor": flavor})
+    assert resp.status_code == 400, resp.text
+    assert resp.json["badRequest"]["code"] == 400
+    orjson.loads(plane.call("GET", "/v2.1/flavors/detail").content)  # strict JSON still
+
+
+@pytest.mark.parametrize("factor", [0, "0", 2.5, "2.5", "1"], ids=repr)
+def test_a_flavor_rxtx_factor_may_be_a_number_or_a_decimal_string(plane, factor):
+    flavor = {"name": "f", "ram": 512, "vcpus": 1, "disk": 1, "rxtx_factor": factor}
+    resp = plane.call("POST", "/v2.1/flavors", {"flavor": flavor})
+    assert resp.status_code == 200, resp.text
+    assert resp.json["flavor"]["rxtx_factor"] == float(factor)
+
+
+@pytest.mark.parametrize("flavor_id", ["a/b", "a?b", "a#b", "%41", "\u00e9", " x", "x ", "a\tb"], ids=repr)
+def test_a_flavor_id_is_one_its_own_links_can_reach(plane, flavor_id):
+    """An id with "/", "?", "#" or "%" was kept, yet its ``self`` link (and
+    every GET, DELETE or flavorRef by that id) named another path: a flavor
+    nobody could show, use or delete. Nova's characters only."""
+    resp = plane.call("POST", "/v2.1/flavors", {"flavor": {"name": "f", "ram": 512, "vcpus": 1, "disk": 1,
+                                                           "id": flavor_id}})
+    assert resp.status_code == 400, resp.text
+    assert [f["name"] for f in plane.call("GET", "/v2.1/flavors").json["flavors"]] == ["small"]
+
+
+@pytest.mark.parametrize("flavor_id", ["m1.small", "gpu_2-x", "with space", 42], ids=repr)
+def test_flavor_ids_of_nova_characters_are_reachable(plane, flavor_id):
+    resp = plane.call("POST", "/v2.1/flavors", {"flavor": {"name": "f", "ram": 512, "vcpus": 1, "disk": 1,
+                                                           "id": flavor_id}})
+    assert resp.status_code == 200, resp.text
+    href = next(link["href"] for link in resp.json["flavor"]["links"] if link["rel"] == "self")
+    path = "/v2.1/flavors/" + urllib.parse.quote(str(flavor_id))
+    assert href.endswith(path), href
+    assert plane.call("GET", path).json["flavor"]["id"] == str(flavor_id)
+    assert plane.call("DELETE", path).status_code == 202
 
 
 def test_the_largest_32_bit_sizes_are_accepted(plane):

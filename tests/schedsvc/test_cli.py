@@ -106,6 +106,10 @@ def test_settings_precedence(tmp_path):
     assert (cfg.port, cfg.workers, cfg.transport_url) == (9002, 2, "memory:///x")
     settings = cfg.scheduler_settings()
     assert settings.topology_levels == ("rack", "hall") and settings.multiplier("ram_weight_multiplier") == -1.5
+    for bad in ("nan", "inf", "lots"):  # a NaN multiplier would make every weight NaN
+        ini.write_text(f"[filter_scheduler]\nram_weight_multiplier = {bad}\n")
+        with pytest.raises(SettingsError, match="invalid value for ram_weight_multiplier"):
+            config_mod.load({"config_file": str(ini)}, {})
     with pytest.raises(SettingsError, match="invalid topology level name 'cell'"):
         config_mod.load({}, {"BILLETING_SCHEDULER_TOPOLOGY_LEVELS": "rack,cell"})
     with pytest.raises(SettingsError, match="unknown scheduler filter"):

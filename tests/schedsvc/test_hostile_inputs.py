@@ -68,6 +68,72 @@ def test_a_repeated_query_parameter_is_not_a_500(api):
     assert resp.status in (200, 400), resp
 
 
+def test_one_instance_in_two_spellings_is_claimed_once(api, fleet):
+    """The schema takes a uuid in upper case, without dashes or in braces, but
+    Placement keeps a consumer as written: each spelling was claimed anew."""
+    fleet.add("h1", vcpu=4)
+    inst = new_uuid()
+    resp = api.post("/selections", json=simple_request(inst.upper()))
+    assert resp.status == 201, resp
+    assert resp.json["selections"][0][0]["consumer_uuid"] == inst
+    for written in (inst, inst.replace("-", ""), "{" + inst + "}"):
+        resp = api.post("/selections", json=simple_request(written))
+        assert resp.status == 409 and resp.error["code"] == "billeting.consumer_conflict", (written, resp)
+    resp = api.post("/selections", json=simple_request(new_uuid(), vcpu=4))
+    assert resp.status == 409 and resp.error["code"] == "billeting.no_valid_host", resp  # 3 vCPUs left
+    twice = new_uuid()
+    resp = api.post("/selections", json=simple_request(twice, twice.upper()))
+    assert resp.status == 400 and "twice" in resp.error["detail"], resp
+
+
+def test_a_group_and_its_members_in_upper_case_are_the_same_group(api, fleet):
+    fleet.add("h1", vcpu=4)
+    fleet.add("h2", vcpu=4)
+    group = api.post("/server_groups", json={"name": "g", "policy": "anti-affinity"}).json["uuid"]
+    first, second = new_uuid(), new_uuid()
+    hosts = []
+    for inst in (first, second):
+        resp = api.post("/selections", json=simple_request(inst.upper(), server_group=group.upper()))
+        assert resp.status == 201, resp
+        hosts.append(resp.json["selections"][0][0]["nodename"])
+    assert sorted(hosts) == ["h1", "h2"]
+    assert sorted(api.get(f"/server_groups/{group}").json["members"]) == sorted([first, second])
+    resp = api.post("/selections", json=simple_request(same_host=[first.upper().replace("-", "")]))
+    assert resp.status == 201 and resp.json["selections"][0][0]["nodename"] == hosts[0], resp
+
+
+@pytest.mark.parametrize("extra, code", [
+    ({"near": {"level": "galaxy", "domain": "r1"}}, "billeting.topology.unknown_level"),
+    ({"near": {"level": "cell", "domain": "r1"}}, "billeting.topology.unknown_level"),
+    ({"near": {"level": "rack", "domain": "nope"}}, "billeting.invalid"),
+    ({"domain_constraints": [{"relation": "different", "level": "galaxy", "instances": [new_uuid()]}]},
+     "billeting.topology.unknown_level"),
+], ids=["near-level", "near-cell", "near-domain", "constraint-level"])
+def test_an_unknown_level_or_domain_in_a_request_is_400_as_in_the_nova_form(api, fleet, extra, code):
+    """The Nova form's near_rack/different_galaxy hints were checked (400), the
+    same in the typed form was a 409 no_valid_host, or (a "different" domain
+    constraint) no constraint at all and a claim."""
+    fleet.add("h1", vcpu=4)
+    assert api.put("/topology/rack/r1", json={"hosts": ["h1"]}).status == 201
+    resp = api.post("/selections", json=simple_request(**extra))
+    assert resp.status == 400 and resp.error["code"] == code, resp
+    assert api.post("/selections", json=simple_request(near={"level": "rack", "domain": "r1"})).status == 201
+
+
+def test_no_zone_is_named_internal_or_nothing(api, fleet):
+    """The compute API keeps "internal" for its conductors (and refuses it for
+    its aggregates): a host put in such a zone through this API was listed as
+    one of them. An empty zone name could not be asked for at all."""
+    fleet.add("h1", vcpu=4)
+    resp = api.put("/availability_zones/internal", json={"hosts": ["h1"]})
+    assert resp.status == 400 and resp.error["code"] == "billeting.invalid", resp
+    for zone in ("internal", ""):
+        resp = api.put(f"/aggregates/{new_uuid()}", json={"metadata": {"availability_zone": zone}})
+        assert resp.status == 400 and resp.error["code"] == "billeting.invalid", (zone, resp)
+    assert api.get("/availability_zones").json["availability_zones"] == []
+    assert api.get("/aggregates").json["aggregates"] == []
+
+
 def test_a_deleted_group_then_a_request_naming_it_is_a_404_not_500(api, fleet):
     fleet.add("h1", vcpu=4)
     group = api.post("/server_groups", json={"name": "g", "policy": "anti-affinity"}).json["uuid"]

@@ -2,6 +2,7 @@
 once-per-request filters, weighing math, picking."""
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -84,6 +85,22 @@ def test_aggregate_metadata_overrides_a_multiplier_smallest_wins():
     assert w.multiplier(host("a", aggregates=frozenset({"pack-here", "pack-harder"})), d) == -5.0
     assert w.multiplier(host("b", aggregates=frozenset({"junk"})), d) == 1.0
     assert w.multiplier(host("c"), d) == 1.0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
+def test_a_multiplier_metadata_that_is_not_finite_is_ignored(value):
+    """Any admin may set aggregate metadata to "nan": the host's weight was
+    NaN (``"weight": null`` in a dry run), so it ranked anywhere at random."""
+    directory = MemoryDirectory()
+    directory.set_metadata("odd", {"ram_weight_multiplier": value})
+    settings = SchedulerSettings(weighers=("RAMWeigher",))
+    d = decision(settings, directory)
+    assert weighers.RAMWeigher().multiplier(host("odd", aggregates=frozenset({"odd"})), d) == 1.0
+    hosts = [host("full", ram=1000, used_ram=900), host("odd", ram=1000, used_ram=500, aggregates=frozenset({"odd"})),
+             host("empty", ram=1000)]
+    ranked = Pipeline(settings).weigh(hosts, d)
+    assert [r.host.name for r in ranked] == ["empty", "odd", "full"]
+    assert all(math.isfinite(r.weight) for r in ranked)
 
 
 def test_host_subset_size_picks_at_random_among_the_best():

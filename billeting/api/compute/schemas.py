@@ -1,6 +1,7 @@
 """JSON schemas of request bodies (checked before any handler reads them)."""
 from __future__ import annotations
 
+import math
 import unicodedata
 
 import jsonschema
@@ -49,10 +50,33 @@ def _is_int32(value: object) -> bool:
     return not isinstance(value, int) or value <= INT_MAX
 
 
+# The largest value a FLOAT column keeps on MariaDB (single precision there).
+FLOAT32_MAX = 3.4028234e38
+
+
+@_CHECKER.checks("float32")
+def _is_float32(value: object) -> bool:
+    """A number (or decimal string) a FLOAT column keeps and JSON can carry back:
+    "inf" would be answered as ``Infinity``, which no strict JSON parser reads."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return True
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return True  # not a number at all: the pattern's job
+    return math.isfinite(number) and abs(number) <= FLOAT32_MAX
+
+
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255, "format": "name"}
 _INT0 = {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 0, "format": "int32"}
 # "minimum" applies to numbers only: a string must show a non-zero digit itself.
 _INT1 = {"type": ["integer", "string"], "pattern": r"^0*[1-9][0-9]*$", "minimum": 1, "format": "int32"}
+
+# Nova's characters, none of which a path segment changes: an id holding "/",
+# "?", "#" or "%" was kept, but its own links (and GET, DELETE, flavorRef)
+# named another path. No space at either end (MariaDB would match "1 " to "1").
+_FLAVOR_ID = {"type": ["string", "integer", "null"], "minLength": 1, "maxLength": 255,
+              "pattern": r"^[A-Za-z0-9._-]([A-Za-z0-9._ -]*[A-Za-z0-9._-])?$"}
 
 FLAVOR_CREATE = {
     "type": "object",
@@ -60,10 +84,11 @@ FLAVOR_CREATE = {
         "type": "object",
         "properties": {
             "name": _NAME, "ram": _INT1, "vcpus": _INT1, "disk": _INT0,
-            "id": {"type": ["string", "integer", "null"], "minLength": 1, "maxLength": 255},
+            "id": _FLAVOR_ID,
             "OS-FLV-EXT-DATA:ephemeral": _INT0,
             "swap": {"type": ["integer", "string"], "pattern": r"^[0-9]*$", "minimum": 0, "format": "int32"},
-            "rxtx_factor": {"type": ["number", "string"], "minimum": 0},
+            "rxtx_factor": {"type": ["number", "string"], "pattern": r"^[0-9]+(\.[0-9]+)?$", "minimum": 0,
+                            "format": "float32"},
             "os-flavor-access:is_public": {"type": ["boolean", "string"]},
             "description": {"type": ["string", "null"], "maxLength": 65535},
         },

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from urllib.parse import quote
 
 from billeting.api.compute.microversion import Version
 from billeting.apidb.build_requests import BuildRequest
@@ -51,7 +52,8 @@ def host_id(project_id: str, host: str | None) -> str:
 
 
 def link(base: str, *parts: str) -> list[dict]:
-    path = "/".join(parts)
+    # Quoted: a flavor id may hold a space, which a URI may not.
+    path = "/".join(quote(part, safe="") for part in parts)
     return [{"rel": "self", "href": f"{base}/v2.1/{path}"}, {"rel": "bookmark", "href": f"{base}/{path}"}]
 
 
@@ -61,7 +63,7 @@ def flavor_in_server(flavor: Flavor, flavorid: str | None, version: Version, bas
                 "ephemeral": flavor.ephemeral_gb, "swap": flavor.swap, "original_name": flavor.name,
                 "extra_specs": dict(flavor.extra_specs)}
     fid = flavorid or flavor.name
-    return {"id": fid, "links": [{"rel": "bookmark", "href": f"{base}/flavors/{fid}"}]}  # Nova's shape < 2.47
+    return {"id": fid, "links": [{"rel": "bookmark", "href": f"{base}/flavors/{quote(fid, safe='')}"}]}  # < 2.47
 
 
 def fault(found: Fault, *, is_admin: bool) -> dict:

@@ -18,7 +18,9 @@ from billeting.placement.api.errors import HTTPProblem
 from billeting.scheduler import nova
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, ctx, send
+from billeting.scheduler.directory import CELL_LEVEL, Directory
 from billeting.scheduler.request import Destination, ScheduleRequest
+from billeting.scheduler.service.errors import UNKNOWN_LEVEL, BadRequest
 
 
 class Selections(Resource):
@@ -38,12 +40,58 @@ class Selections(Resource):
             raise HTTPProblem(400, "project_id and user_id are needed: the caller's token names no project")
         service = self.service
         request, group = (from_nova(data, service.directory) if nova_form else from_typed(data))
+        request = canonical_uuids(request)
+        check_domains(request, service.directory)
+        group = util.normalize_uuid(group) if group is not None else None
         if dry_run:
             ranked = service.dry_run(request, group=group)
             send(resp, {"hosts": ranked})
             return
         selections = service.select(request, alternates, group=group)
         send(resp, {"selections": selections}, status=201)
+
+
+def canonical_uuids(request: ScheduleRequest) -> ScheduleRequest:
+    """Every instance uuid in one spelling. The schema takes upper case, no
+    dashes or braces (as Nova does), but Placement keeps a consumer as
+    written: "ABC…" and "abc…" were two consumers, so one instance could be
+    claimed twice, and a hint or group member written so matched nothing."""
+    one = util.normalize_uuid
+
+    def many(uuids) -> tuple[str, ...]:
+        return tuple(one(u) for u in uuids)
+
+    instances = many(request.instance_uuids)
+    if len(set(instances)) < len(instances):
+        raise HTTPProblem(400, "instance_uuids names one instance twice (in two spellings)")
+    group, near = request.server_group, request.near
+    return msgspec.structs.replace(
+        request, instance_uuids=instances, same_host=many(request.same_host),
+        different_host=many(request.different_host),
+        domain_constraints=tuple(msgspec.structs.replace(c, instances=many(c.instances))
+                                 for c in request.domain_constraints),
+        near=msgspec.structs.replace(near, instances=many(near.instances)) if near is not None else None,
+        server_group=(msgspec.structs.replace(group, uuid=one(group.uuid), members=many(group.members))
+                      if group is not None else None))
+
+
+def check_domains(request: ScheduleRequest, directory: Directory) -> None:
+    """The levels and the domain a request names must exist, as for the Nova
+    form's hints: an unknown one was a 409 "no valid host" in ``near``, and no
+    constraint at all in a "different" ``domain_constraints`` entry."""
+    levels = directory.levels
+    for c in request.domain_constraints:
+        if c.level not in (*levels, CELL_LEVEL):
+            raise BadRequest(f"domain_constraints: unknown topology level {c.level!r} (levels: "
+                             f"{', '.join((*levels, CELL_LEVEL))})", code=UNKNOWN_LEVEL)
+    near = request.near
+    if near is None:
+        return
+    if near.level not in levels:  # nearness widens through the levels; a cell is none of them
+        raise BadRequest(f"near: unknown topology level {near.level!r} (levels: {', '.join(levels)})",
+                         code=UNKNOWN_LEVEL)
+    if near.domain is not None and directory.domain(near.level, near.domain) is None:
+        raise BadRequest(f"near: no {near.level} named {near.domain!r}")
 
 
 def _convert(data: dict, kind):

@@ -22,6 +22,7 @@ sections are the scheduler's own, so one file can configure Placement
 from __future__ import annotations
 
 import configparser
+import math
 import os
 from dataclasses import dataclass, field, fields
 
@@ -129,9 +130,12 @@ def load(flags: dict[str, object], environ: dict[str, str] | None = None) -> Ser
             for option, value in parser.items("filter_scheduler"):
                 if option.endswith("_weight_multiplier"):
                     try:
-                        config.multipliers[option] = float(value)
+                        number = float(value)
                     except ValueError:
-                        raise SettingsError(f"invalid value for {option}: {value!r}") from None
+                        number = math.nan
+                    if not math.isfinite(number):
+                        raise SettingsError(f"invalid value for {option}: {value!r} (a finite number)")
+                    config.multipliers[option] = number
     for f in fields(ServiceConfig):
         env_name = ENV_PREFIX + f.name.upper()
         if env_name in environ and f.name not in ("config_file", "multipliers"):

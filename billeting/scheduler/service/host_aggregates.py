@@ -36,8 +36,7 @@ from billeting.scheduler.service import sync
 from billeting.scheduler.service.errors import IN_USE, NAME_CLASH, BadRequest, Conflict, NotFound
 from billeting.scheduler.service.metadata import check_metadata
 from billeting.scheduler.service.topology import describe
-
-INTERNAL_ZONE = "internal"  # where Nova lists its non-compute services
+from billeting.scheduler.service.zones import INTERNAL_ZONE
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from billeting.placement.store.tx import Retry, run_read, run_write
 from billeting.scheduler.service.errors import IN_USE, NAME_CLASH, BadRequest, Conflict, NotFound
 from billeting.scheduler.service.topology import check_name, describe
 from billeting.scheduler.service.views import AggregateView, aggregate_view
+from billeting.scheduler.service.zones import check_zone_name
 
 KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
 
@@ -35,6 +36,8 @@ def check_metadata(metadata: Mapping[str, str]) -> None:
             raise BadRequest(f"invalid metadata key {key!r}: 1 to 255 letters, digits, '-', '_', '.' or ':'")
         if len(value) > 255:
             raise BadRequest(f"metadata value of {key!r} is longer than 255 characters")
+    if ZONE_KEY in metadata:
+        check_zone_name(metadata[ZONE_KEY])
 
 
 def put(service, uuid: str, *, metadata: Mapping[str, str], name: str | None = None) -> tuple[AggregateView, bool]:
