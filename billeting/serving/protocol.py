@@ -469,6 +469,9 @@ def _malformed(exc: httptools.HttpParserError) -> tuple[int, str]:
         return 400, "Malformed HTTP request: invalid request target."
     if message == "Invalid HTTP version":
         return 505, "Only HTTP/1.0 and HTTP/1.1 are supported."
+    if "Invalid character in Content-Length" in message:
+        # upstream's words, which its own tests look for
+        return 400, "Malformed HTTP request: content-length header must be an integer."
     if "Transfer-Encoding" in message and "invalid" in message:
         return 501, ("Unsupported Transfer-Encoding: send the body with Content-Length "
                      "or Transfer-Encoding: chunked.")
