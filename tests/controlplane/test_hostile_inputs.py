@@ -43,6 +43,14 @@ def _server(**extra):
     {**_server(), "os:scheduler_hints": {"different_host": "not-a-server"}},
     {**_server(), "os:scheduler_hints": {"same_host": ["6b0f7a3c-1c1c-4d4d-8e8e-000000000001", "x"]}},
     {**_server(), "os:scheduler_hints": {"group": "not-a-group"}},
+    # Nova's types for user data and block devices (they were taken as anything).
+    _server(user_data="not base64!"),
+    _server(user_data="QUJD" * 20000),
+    _server(block_device_mapping_v2=[[]]),
+    _server(block_device_mapping_v2=[{"boot_index": "abc", "source_type": "volume"}]),
+    _server(block_device_mapping_v2=[{"boot_index": 0, "source_type": "tape"}]),
+    _server(block_device_mapping_v2=[{"boot_index": 0, "volume_size": BIG}]),
+    _server(block_device_mapping_v2=[{"boot_index": 0, "delete_on_termination": "maybe"}]),
 ], ids=lambda b: repr(b)[:60])
 def test_server_create_refuses_what_no_database_can_store(plane, body):
     resp = plane.call("POST", "/v2.1/servers", body)
@@ -308,3 +316,22 @@ def test_a_value_the_database_cannot_keep_is_a_400(plane, monkeypatch):
     monkeypatch.setattr(flavors, "create", too_long)
     resp = plane.call("POST", "/v2.1/flavors", {"flavor": {"name": "f", "ram": 1, "vcpus": 1, "disk": 0}})
     assert resp.status_code == 400 and "too long" in resp.text, resp.text
+
+
+def test_user_data_and_block_devices_as_clients_send_them_are_accepted(plane):
+    """Base64 user data (with line breaks, as cloud-init tools wrap it) and the
+    block device mappings openstacksdk and the CLI send for a volume boot."""
+    import base64
+
+    wrapped = base64.encodebytes(b"#cloud-config\n" * 20).decode()
+    resp = plane.call("POST", "/v2.1/servers", _server(user_data=wrapped))
+    assert resp.status_code == 202, resp.text
+    bdm = [{"boot_index": "0", "uuid": "6b0f7a3c-1c1c-4d4d-8e8e-000000000001", "source_type": "volume",
+            "destination_type": "volume", "volume_size": "10", "delete_on_termination": "true",
+            "device_name": "vda"},
+           {"boot_index": -1, "source_type": "blank", "destination_type": "local", "volume_size": 1,
+            "guest_format": "swap"}]
+    body = _server(block_device_mapping_v2=bdm)
+    del body["server"]["imageRef"]
+    resp = plane.call("POST", "/v2.1/servers", body)
+    assert resp.status_code == 202, resp.text

@@ -1,6 +1,8 @@
 """JSON schemas of request bodies (checked before any handler reads them)."""
 from __future__ import annotations
 
+import base64
+import binascii
 import math
 import unicodedata
 
@@ -30,6 +32,18 @@ def _is_name(value: object) -> bool:
     if value[0].isspace() or value[-1].isspace():
         return False
     return all(unicodedata.category(ch) not in _UNPRINTABLE for ch in value)
+
+
+@_CHECKER.checks("base64")
+def _is_base64(value: object) -> bool:
+    """``user_data`` is base64 text (line breaks allowed, as Nova decodes it)."""
+    if not isinstance(value, str):
+        return True
+    try:
+        base64.decodebytes(value.encode("utf-8"))
+    except (binascii.Error, ValueError):
+        return False
+    return True
 
 
 @_CHECKER.checks("uuid")
@@ -139,6 +153,29 @@ _HINTS = {
     "additionalProperties": True,
 }
 
+# One block device mapping (v2): the fields' types, as Nova checks them; the
+# volumes themselves are outside Billeting (only "boots from a volume" counts).
+_BOOL_TEXT = {"type": ["boolean", "string"],
+              "enum": [True, False, "True", "False", "true", "false", "1", "0", "yes", "no", "on", "off"]}
+_BLOCK_DEVICE = {
+    "type": "object",
+    "properties": {
+        "boot_index": {"type": ["integer", "string", "null"], "pattern": r"^-?[0-9]+$"},
+        "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
+        "destination_type": {"type": "string", "enum": ["volume", "local"]},
+        "uuid": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": r"^[a-zA-Z0-9._-]*$"},
+        "volume_size": _INT0,
+        "delete_on_termination": _BOOL_TEXT,
+        "no_device": {},
+        "device_name": {"type": ["string", "null"], "maxLength": 255},
+        "device_type": {"type": ["string", "null"], "maxLength": 255},
+        "disk_bus": {"type": ["string", "null"], "maxLength": 255},
+        "guest_format": {"type": ["string", "null"], "maxLength": 255},
+        "volume_type": {"type": ["string", "null"], "maxLength": 255},
+        "tag": {"type": "string", "minLength": 1, "maxLength": 60, "pattern": "^[^,/]*$"},
+    },
+}
+
 SERVER_CREATE = {
     "type": "object",
     "properties": {
@@ -158,10 +195,10 @@ SERVER_CREATE = {
                 "key_name": {"type": ["string", "null"]},
                 "security_groups": {"type": "array"},
                 "config_drive": {"type": ["boolean", "string"]},
-                "user_data": {"type": "string"},
+                "user_data": {"type": "string", "format": "base64", "maxLength": 65535},
                 "adminPass": {"type": "string"},
                 "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
-                "block_device_mapping_v2": {"type": "array"},
+                "block_device_mapping_v2": {"type": "array", "items": _BLOCK_DEVICE},
                 "tags": {"type": "array", "maxItems": 50,
                          "items": {"type": "string", "minLength": 1, "maxLength": 60, "pattern": "^[^,/]*$"}},
                 "return_reservation_id": {"type": ["boolean", "string"]},
