@@ -128,3 +128,10 @@ def test_a_binary_scenario_is_not_valid_toml(tmp_path):
     path.write_bytes(b"\x8a\xff\x00garbage")
     with pytest.raises(scenario.ScenarioError, match="not valid TOML: not UTF-8 text"):
         scenario.load(path)
+
+
+def test_a_bad_placement_url_creates_no_out_directory(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["simulate", str(write(tmp_path, GOOD)), "--out", str(out), "--placement-url", "ftp://x"]
+    assert main(argv) == 2
+    assert "--placement-url" in capsys.readouterr().err and not out.exists()
