@@ -32,6 +32,7 @@ from billeting.cli import (
     check_listen,
     configure_logging,
     connect_engine,
+    read_revision,
 )
 from billeting.cli_pools import add_pool_flags
 from billeting.config import SettingsError
@@ -140,13 +141,13 @@ def load_config(args: argparse.Namespace) -> ServiceConfig:
 
 # --- the API database ---------------------------------------------------------
 
-def database(config: ServiceConfig) -> DatabaseTarget:
+def database(config: ServiceConfig, *, create: bool = True) -> DatabaseTarget:
     from sqlalchemy.exc import ArgumentError
 
     from billeting.apidb.engine import default_url, normalize_url
     from billeting.placement.store.engine import UnsupportedDatabase
 
-    raw = config.db or default_url()
+    raw = config.db or default_url(create=create)
     try:
         url = normalize_url(raw)
     except (ArgumentError, ValueError) as exc:
@@ -193,12 +194,8 @@ def cmd_db_status(args) -> int:
     from billeting.apidb import migrate
 
     config = load_config(args)
-    target = database(config)
-    engine = connect_engine(target)
-    try:
-        current, head = migrate.current_revision(engine), migrate.head_revision()
-    finally:
-        engine.dispose()
+    target = database(config, create=False)  # a status creates nothing, not even the data directory
+    current, head = read_revision(target, migrate.current_revision), migrate.head_revision()
     fix = "billeting scheduler db upgrade" + ("" if target.embedded else f" --db {target.shown}")
     print(f"API database {target.shown}: revision {current or 'none'}, head {head}"
           + ("" if current == head else f" (behind; run '{fix}')"))

@@ -79,6 +79,14 @@ def test_db_upgrade_and_status(tmp_path, capsys):
     assert main(["scheduler", "db", "status", "--db", db]) == 0
 
 
+def test_db_status_creates_nothing(tmp_path, monkeypatch, capsys):
+    assert main(["scheduler", "db", "status", "--db", f"sqlite:///{tmp_path / 'api.sqlite'}"]) == 1
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the embedded default's directory
+    assert main(["scheduler", "db", "status"]) == 1
+    assert "revision none" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_serve_refuses_bad_set_ups_in_one_line(tmp_path, capsys):
     from tests.concurrency.serve import free_port
 
