@@ -343,11 +343,23 @@ def _domain_line(dom) -> str:
     return "  ".join(parts)
 
 
+def _domain_path(args) -> str:
+    """/topology/LEVEL/NAME, once NAME is one the scheduler accepts: an empty
+    name or one with a '/' or a space would reach no route and come back as a
+    bare 404 ("The resource could not be found")."""
+    from billeting.scheduler.service.topology import NAME
+
+    if not NAME.match(args.name):
+        raise UsageError(f"invalid {args.level} name {args.name!r}: use 1 to 255 letters, digits, '-', '_', "
+                         "'.' or ':', starting with a letter or digit")
+    return f"/topology/{args.level}/{args.name}"
+
+
 def cmd_topology_define(args) -> int:
     from billeting.scheduler.service.views import DomainView
 
     body = {"hosts": args.hosts} if args.hosts else {"members": args.members}
-    dom = msgspec.json.decode(_call(args, "PUT", f"/topology/{args.level}/{args.name}", body), type=DomainView)
+    dom = msgspec.json.decode(_call(args, "PUT", _domain_path(args), body), type=DomainView)
     print(f"defined {dom.level} {dom.name} (aggregate {dom.aggregate}): "
           f"{len(dom.hosts)} host{'s' if len(dom.hosts) != 1 else ''}: {', '.join(dom.hosts)}")
     return 0
@@ -369,7 +381,7 @@ def cmd_topology_list(args) -> int:
 def cmd_topology_show(args) -> int:
     from billeting.scheduler.service.views import DomainView
 
-    dom = msgspec.json.decode(_call(args, "GET", f"/topology/{args.level}/{args.name}"), type=DomainView)
+    dom = msgspec.json.decode(_call(args, "GET", _domain_path(args)), type=DomainView)
     print(f"level:     {dom.level}\nname:      {dom.name}\naggregate: {dom.aggregate}\n"
           f"parent:    {dom.parent or '-'}\nmembers:   {', '.join(dom.members) or '-'}\n"
           f"hosts:     {', '.join(dom.hosts) or '-'}")
@@ -377,6 +389,6 @@ def cmd_topology_show(args) -> int:
 
 
 def cmd_topology_remove(args) -> int:
-    _call(args, "DELETE", f"/topology/{args.level}/{args.name}")
+    _call(args, "DELETE", _domain_path(args))
     print(f"removed {args.level} {args.name}")
     return 0

@@ -62,6 +62,15 @@ def test_usage_errors_exit_2(capsys):
     assert "one of the arguments --hosts --members is required" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("action, name", [("define", ""), ("define", "a/b"), ("show", " r1"), ("remove", "a/b")])
+def test_a_domain_name_no_route_can_carry_is_a_usage_error(action, name, capsys):
+    extra = ["--hosts", "host1"] if action == "define" else []
+    # The check comes before any request: no scheduler listens on port 9.
+    assert main(["topology", action, "rack", name, *extra, "--url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"billeting: error: invalid rack name {name!r}: use 1 to 255") and err.count("\n") == 1
+
+
 def test_an_unreachable_scheduler_is_one_line(capsys):
     assert main(["topology", "list", "--url", "http://127.0.0.1:9"]) == 1
     err = capsys.readouterr().err
