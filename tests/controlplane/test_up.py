@@ -208,6 +208,23 @@ def test_up_refuses_bad_flags_as_usage_errors_before_starting(tmp_path, capsys, 
     assert not state.exists()  # nothing was made
 
 
+def test_up_refuses_to_empty_a_state_dir_holding_other_files(tmp_path, capsys):
+    from billeting.cli import main
+    from billeting.up import state_dir_problem
+
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["up", "--state-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds files billeting up did not make (notes.txt)" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert "is not a directory" in state_dir_problem(str(tmp_path / "notes.txt"))
+    earlier = tmp_path / "earlier"  # what an earlier run left: emptied as before
+    earlier.mkdir()
+    for name in ("placement.sqlite", "api.sqlite", "cell0.sqlite", "cell12.sqlite", "cell12.sqlite-wal"):
+        (earlier / name).touch()
+    assert state_dir_problem(str(earlier)) is None and state_dir_problem(str(tmp_path / "new")) is None
+
+
 def test_up_takes_the_schedulers_settings_from_a_config_file(tmp_path, capsys):
     from billeting import up as up_mod
     from billeting.cli import main
