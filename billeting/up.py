@@ -194,7 +194,9 @@ def usage_problem(a: argparse.Namespace) -> str | None:
               (a.vcpus >= 1, "--vcpus must be at least 1"), (a.memory_mb >= 1, "--memory-mb must be at least 1"),
               (a.disk_gb >= 0, "--disk-gb must be at least 0"), (a.build_time >= 0, "--build-time must be at least 0"),
               (0 <= a.failure_rate <= 1, "--failure-rate must be between 0 and 1"),
-              (1 <= a.port_base <= 65535 - 5, "--port-base must be between 1 and 65530 (it uses N to N+5)")]
+              (1 <= a.port_base <= 65535 - 5, "--port-base must be between 1 and 65530 (it uses N to N+5)"),
+              (a.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+               "--log-level must be DEBUG, INFO, WARNING or ERROR")]
     return next((text for ok, text in checks if not ok), None) or state_dir_problem(a.state_dir)
 
 
@@ -222,7 +224,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     problem = usage_problem(args)
     if problem is not None:
         raise cli.UsageError(f"billeting up: {problem}")
-    cli.configure_logging(args.log_level)
+    cli.configure_logging(args.log_level.upper())
     from billeting.config import SettingsError
 
     try:
