@@ -16,7 +16,7 @@ non-zero exit status, never a traceback: 2 for usage errors (a bad flag,
 setting value, config file or database URL: anything wrong before the
 network or the database is touched), 1 for the rest (unreachable or
 outdated database, unreadable or invalid policy file, port in use).
-Read-only commands (``db status``) create no files.
+Read-only commands (the ``status`` commands, the audits) create no files.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ import os
 import re
 import socket
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy import Engine
@@ -210,12 +211,12 @@ def prepare_embedded(target: DatabaseTarget) -> None:
         raise CliError(f"cannot create the data directory for {target.shown}: {exc.strerror}") from None
 
 
-def _sqlite_file(target: DatabaseTarget) -> str | None:
-    """The file behind an SQLite URL (None for in-memory databases)."""
-    url = make_url(target.url)
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+def _sqlite_file(url: str) -> str | None:
+    """The file behind an SQLite URL (None for other databases and in-memory ones)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
         return None
-    return url.database
+    return parsed.database
 
 
 def _hide_password(url: str) -> str:
@@ -239,7 +240,7 @@ def connect_engine(target: DatabaseTarget, *, read_only: bool = False) -> Engine
 
     from billeting.placement.store.engine import make_engine
 
-    if read_only and _sqlite_file(target) is not None:
+    if read_only and _sqlite_file(target.url) is not None:
         engine = create_engine(target.url)
     else:
         engine = make_engine(target.url, pool_size=1)
@@ -333,21 +334,29 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_revision(target: DatabaseTarget, current_revision: Callable[[Engine], str | None]) -> str | None:
+    """``current_revision`` of ``target`` for the read-only ``status`` commands:
+    None for an SQLite file that does not exist (nothing may be created), one
+    line when the database cannot be read (e.g. a file that is not SQLite)."""
+    sqlite_file = _sqlite_file(target.url)
+    if sqlite_file is not None and not os.path.exists(sqlite_file):
+        return None
+    engine = connect_engine(target, read_only=True)
+    try:
+        return current_revision(engine)
+    except DBAPIError as exc:
+        raise CliError(f"cannot read database {target.shown}: {_first_line(exc)}") from None
+    finally:
+        engine.dispose()
+
+
 def cmd_db_status(args: argparse.Namespace) -> int:
     from billeting.placement.store import migrate
 
     settings = settings_from_args(args)
     target = resolve_database(settings)
     head = migrate.head_revision()
-    sqlite_file = _sqlite_file(target)
-    if sqlite_file is not None and not os.path.exists(sqlite_file):
-        current = None  # nothing to look at, and nothing may be created
-    else:
-        engine = connect_engine(target, read_only=True)
-        try:
-            current = migrate.current_revision(engine)
-        finally:
-            engine.dispose()
+    current = read_revision(target, migrate.current_revision)
     print(f"database {target.shown}: revision {current or 'none'}, head {head}"
           + ("" if current == head else
              f" (behind; run '{upgrade_command(target, settings, db_flag_given=args.db is not None)}')"))

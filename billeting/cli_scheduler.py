@@ -32,6 +32,7 @@ from billeting.cli import (
     check_listen,
     configure_logging,
     connect_engine,
+    read_revision,
 )
 from billeting.cli_pools import add_pool_flags
 from billeting.config import SettingsError
@@ -140,13 +141,13 @@ def load_config(args: argparse.Namespace) -> ServiceConfig:
 
 # --- the API database ---------------------------------------------------------
 
-def database(config: ServiceConfig) -> DatabaseTarget:
+def database(config: ServiceConfig, *, create: bool = True) -> DatabaseTarget:
     from sqlalchemy.exc import ArgumentError
 
     from billeting.apidb.engine import default_url, normalize_url
     from billeting.placement.store.engine import UnsupportedDatabase
 
-    raw = config.db or default_url()
+    raw = config.db or default_url(create=create)
     try:
         url = normalize_url(raw)
     except (ArgumentError, ValueError) as exc:
@@ -193,12 +194,8 @@ def cmd_db_status(args) -> int:
     from billeting.apidb import migrate
 
     config = load_config(args)
-    target = database(config)
-    engine = connect_engine(target)
-    try:
-        current, head = migrate.current_revision(engine), migrate.head_revision()
-    finally:
-        engine.dispose()
+    target = database(config, create=False)  # a status creates nothing, not even the data directory
+    current, head = read_revision(target, migrate.current_revision), migrate.head_revision()
     fix = "billeting scheduler db upgrade" + ("" if target.embedded else f" --db {target.shown}")
     print(f"API database {target.shown}: revision {current or 'none'}, head {head}"
           + ("" if current == head else f" (behind; run '{fix}')"))
@@ -346,11 +343,23 @@ def _domain_line(dom) -> str:
     return "  ".join(parts)
 
 
+def _domain_path(args) -> str:
+    """/topology/LEVEL/NAME, once NAME is one the scheduler accepts: an empty
+    name or one with a '/' or a space would reach no route and come back as a
+    bare 404 ("The resource could not be found")."""
+    from billeting.scheduler.service.topology import NAME
+
+    if not NAME.match(args.name):
+        raise UsageError(f"invalid {args.level} name {args.name!r}: use 1 to 255 letters, digits, '-', '_', "
+                         "'.' or ':', starting with a letter or digit")
+    return f"/topology/{args.level}/{args.name}"
+
+
 def cmd_topology_define(args) -> int:
     from billeting.scheduler.service.views import DomainView
 
     body = {"hosts": args.hosts} if args.hosts else {"members": args.members}
-    dom = msgspec.json.decode(_call(args, "PUT", f"/topology/{args.level}/{args.name}", body), type=DomainView)
+    dom = msgspec.json.decode(_call(args, "PUT", _domain_path(args), body), type=DomainView)
     print(f"defined {dom.level} {dom.name} (aggregate {dom.aggregate}): "
           f"{len(dom.hosts)} host{'s' if len(dom.hosts) != 1 else ''}: {', '.join(dom.hosts)}")
     return 0
@@ -372,7 +381,7 @@ def cmd_topology_list(args) -> int:
 def cmd_topology_show(args) -> int:
     from billeting.scheduler.service.views import DomainView
 
-    dom = msgspec.json.decode(_call(args, "GET", f"/topology/{args.level}/{args.name}"), type=DomainView)
+    dom = msgspec.json.decode(_call(args, "GET", _domain_path(args)), type=DomainView)
     print(f"level:     {dom.level}\nname:      {dom.name}\naggregate: {dom.aggregate}\n"
           f"parent:    {dom.parent or '-'}\nmembers:   {', '.join(dom.members) or '-'}\n"
           f"hosts:     {', '.join(dom.hosts) or '-'}")
@@ -380,6 +389,6 @@ def cmd_topology_show(args) -> int:
 
 
 def cmd_topology_remove(args) -> int:
-    _call(args, "DELETE", f"/topology/{args.level}/{args.name}")
+    _call(args, "DELETE", _domain_path(args))
     print(f"removed {args.level} {args.name}")
     return 0

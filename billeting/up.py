@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import shutil
 import signal
 import threading
@@ -21,6 +22,9 @@ import uuid as uuidlib
 from pathlib import Path
 
 LOG = logging.getLogger("billeting")
+
+# What ``start`` writes into the state directory (SQLite adds -wal/-shm/-journal).
+_STATE_FILE = re.compile(r"^(placement|api|cell\d+)\.sqlite(-wal|-shm|-journal)?$")
 
 
 def add_parser(commands) -> None:
@@ -32,7 +36,8 @@ def add_parser(commands) -> None:
                    help="compute API port; Placement on +4, scheduler on +5 (default 8774)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--state-dir", default=None,
-                   help="where the SQLite files go (default: the per-user state directory); emptied at start")
+                   help="where the SQLite files go (default: the per-user state directory); emptied at start, "
+                        "so it must be new, empty or an earlier 'billeting up' state directory")
     p.add_argument("--build-attempts", type=int, default=3, help="[conductor] build_attempts (default 3)")
     p.add_argument("--vcpus", type=int, default=32, help="VCPUs of each fake compute (default 32)")
     p.add_argument("--memory-mb", type=int, default=65536, help="memory of each fake compute (default 65536)")
@@ -189,8 +194,28 @@ def usage_problem(a: argparse.Namespace) -> str | None:
               (a.vcpus >= 1, "--vcpus must be at least 1"), (a.memory_mb >= 1, "--memory-mb must be at least 1"),
               (a.disk_gb >= 0, "--disk-gb must be at least 0"), (a.build_time >= 0, "--build-time must be at least 0"),
               (0 <= a.failure_rate <= 1, "--failure-rate must be between 0 and 1"),
-              (1 <= a.port_base <= 65535 - 5, "--port-base must be between 1 and 65530 (it uses N to N+5)")]
-    return next((text for ok, text in checks if not ok), None)
+              (1 <= a.port_base <= 65535 - 5, "--port-base must be between 1 and 65530 (it uses N to N+5)"),
+              (a.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+               "--log-level must be DEBUG, INFO, WARNING or ERROR")]
+    return next((text for ok, text in checks if not ok), None) or state_dir_problem(a.state_dir)
+
+
+def state_dir_problem(state_dir: str | None) -> str | None:
+    """``start`` empties the state directory: refuse one that holds anything
+    ``billeting up`` did not write (``--state-dir ~`` must not cost a home)."""
+    if state_dir is None:
+        return None  # the per-user default holds nothing else
+    path = Path(state_dir)
+    if path.exists() and not path.is_dir():
+        return f"--state-dir {state_dir} is not a directory"
+    if not path.exists():
+        return None
+    foreign = sorted(entry.name for entry in path.iterdir()
+                     if not (entry.is_file() and _STATE_FILE.match(entry.name)))
+    if foreign:
+        return (f"--state-dir {state_dir} holds files billeting up did not make ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}) and would be emptied: give a new or empty directory")
+    return None
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -199,7 +224,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     problem = usage_problem(args)
     if problem is not None:
         raise cli.UsageError(f"billeting up: {problem}")
-    cli.configure_logging(args.log_level)
+    cli.configure_logging(args.log_level.upper())
     from billeting.config import SettingsError
 
     try:

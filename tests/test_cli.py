@@ -226,6 +226,14 @@ def test_db_status_of_a_missing_sqlite_file_creates_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_db_status_of_a_file_that_is_not_sqlite_is_one_line(tmp_path, capsys):
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"\x8a\xff not a database " * 100)
+    assert cli.main(["db", "status", "--db", f"sqlite:///{path}"]) == 1
+    expected = f"billeting: error: cannot read database sqlite:///{path}: file is not a database\n"
+    assert capsys.readouterr().err == expected
+
+
 def test_db_status_leaves_an_sqlite_file_as_it_was(tmp_path):
     import sqlite3
 

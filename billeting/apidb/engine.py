@@ -10,8 +10,10 @@ from billeting.placement.store.engine import make_engine, normalize_url
 __all__ = ["default_url", "make_engine", "normalize_url"]
 
 
-def default_url() -> str:
-    """The embedded SQLite file beside Placement's, in the per-user data directory."""
+def default_url(*, create: bool = True) -> str:
+    """The embedded SQLite file beside Placement's, in the per-user data
+    directory (created unless ``create`` is false: read-only commands)."""
     data_dir = Path(platformdirs.user_data_dir("billeting"))
-    data_dir.mkdir(parents=True, exist_ok=True)
+    if create:
+        data_dir.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{data_dir / 'scheduler.sqlite'}"

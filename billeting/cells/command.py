@@ -29,12 +29,14 @@ def _cli():
     return cli
 
 
-def default_cell_db(cell: str) -> str:
-    """The embedded SQLite file of a cell in the per-user data directory."""
+def default_cell_db(cell: str, *, create: bool = True) -> str:
+    """The embedded SQLite file of a cell in the per-user data directory
+    (created unless ``create`` is false: read-only commands)."""
     import platformdirs
 
     data_dir = Path(platformdirs.user_data_dir("billeting"))
-    data_dir.mkdir(parents=True, exist_ok=True)
+    if create:
+        data_dir.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{data_dir / f'cell-{cell}.sqlite'}"
 
 
@@ -68,7 +70,7 @@ def log_level(args: argparse.Namespace) -> str:
     return level
 
 
-def cell_db_url(args: argparse.Namespace) -> tuple[str, bool]:
+def cell_db_url(args: argparse.Namespace, *, create: bool = True) -> tuple[str, bool]:
     """(normalized URL, whether it is the embedded default)."""
     from sqlalchemy.exc import ArgumentError
 
@@ -76,7 +78,7 @@ def cell_db_url(args: argparse.Namespace) -> tuple[str, bool]:
 
     raw = args.cell_db or os.environ.get("BILLETING_CELL_DB")
     embedded = not raw
-    raw = raw or default_cell_db(args.cell)
+    raw = raw or default_cell_db(args.cell, create=create)
     try:
         return normalize_url(raw), embedded
     except UnsupportedDatabase as exc:
@@ -228,12 +230,9 @@ def cmd_cell_db_upgrade(args: argparse.Namespace) -> int:
 def cmd_cell_db_status(args: argparse.Namespace) -> int:
     from billeting.cells import migrate
 
-    url, _ = cell_db_url(args)
-    engine = _engine_for(url)
-    try:
-        current, head = migrate.current_revision(engine), migrate.head_revision()
-    finally:
-        engine.dispose()
+    url, embedded = cell_db_url(args, create=False)  # a status creates nothing, not even the data directory
+    target = _cli().DatabaseTarget(url=url, shown=shown(url), embedded=embedded)
+    current, head = _cli().read_revision(target, migrate.current_revision), migrate.head_revision()
     print(f"cell database {shown(url)}: revision {current or 'none'}, head {head}"
           + ("" if current == head else f" (behind; run 'billeting cell-db upgrade --cell-db {shown(url)}')"))
     return 0 if current == head else 1
@@ -253,7 +252,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 raise _cli().CliError(f"--cell wants NAME=DATABASE_URL, not {item!r}")
             if name in engines:
                 raise _cli().CliError(f"cell {name} is named twice")
-            engine = _engine_for(cell_db_url(argparse.Namespace(cell_db=url, cell=name))[0])
+            url = cell_db_url(argparse.Namespace(cell_db=url, cell=name))[0]
+            sqlite_file = _cli()._sqlite_file(url)
+            if sqlite_file is not None and not os.path.exists(sqlite_file):  # connecting would create it
+                raise _cli().CliError(f"cell {name}'s database {shown(url)}: no such file")
+            engine = _engine_for(url)
             engines[name] = engine
             if migrate.current_revision(engine) != migrate.head_revision():
                 raise _cli().CliError(f"cell {name}'s database {shown(url)} is not at the current schema; "

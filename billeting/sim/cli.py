@@ -56,6 +56,9 @@ def _usage(message: str) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from billeting.sim import scenario as scenario_mod
 
+    # Every flag is checked before anything is read, run or created.
+    if args.latency_tolerance is not None and not args.latency_tolerance >= 0:
+        return _usage("--latency-tolerance: a fraction >= 0, e.g. 0.25")
     if args.compare:
         if args.scenario:
             return _usage("--compare takes two result files and no scenario")
@@ -63,10 +66,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                                   wall_clock=not args.ignore_wall_clock)
     if not args.scenario:
         return _usage("name a scenario file (or --compare BASELINE.json CANDIDATE.json)")
-    if args.latency_tolerance is not None and not args.latency_tolerance >= 0:
-        return _usage("--latency-tolerance: a fraction >= 0, e.g. 0.25")
     if args.baseline and not Path(args.baseline).is_file():
         return _usage(f"--baseline {args.baseline}: no such file")
+    if args.placement_url and not args.placement_url.startswith(("http://", "https://")):
+        return _usage("--placement-url: expected http://HOST:PORT or https://...")
     try:
         scenario = scenario_mod.load(args.scenario, seed=args.seed)
         if args.designs:
@@ -81,8 +84,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _usage(f"--out {out}: {exc.strerror}")
-    if args.placement_url and not args.placement_url.startswith(("http://", "https://")):
-        return _usage("--placement-url: expected http://HOST:PORT or https://...")
     from billeting.placement_client.client import PlacementError
 
     with terminate_as_exit():

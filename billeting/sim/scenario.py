@@ -248,11 +248,13 @@ def _where(path: str) -> str:
 def load(path: str | Path, *, seed: int | None = None) -> Scenario:
     path = Path(path)
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such file") from None
     except OSError as exc:
         raise ScenarioError(f"{path}: cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8: a binary or mis-encoded file
+        raise ScenarioError(f"{path}: not valid TOML: not UTF-8 text (byte {exc.start})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"{path}: not valid TOML: {exc}") from None
     raw.setdefault("name", path.stem)
@@ -276,24 +278,38 @@ def load(path: str | Path, *, seed: int | None = None) -> Scenario:
 
 
 def load_trace(path: Path) -> list[TraceRow]:
-    rows: list[TraceRow] = []
     try:
-        with path.open(newline="") as fh:
-            reader = csv.DictReader(fh)
-            missing = {"arrival_s", "flavor"} - set(reader.fieldnames or ())
-            if missing:
-                raise ScenarioError(f"{path}: header lacks column(s) {', '.join(sorted(missing))}")
-            for line, row in enumerate(reader, start=2):
-                try:
-                    lifetime = row.get("lifetime_s") or ""
-                    rows.append(TraceRow(arrival_s=float(row["arrival_s"]), flavor=row["flavor"].strip(),
-                                         lifetime_s=float(lifetime) if lifetime.strip() else None,
-                                         group=(row.get("group") or "").strip() or None))
-                except ValueError as exc:
-                    raise ScenarioError(f"{path}:{line}: {exc}") from None
+        with path.open(newline="", encoding="utf-8") as fh:
+            rows = _trace_rows(path, csv.DictReader(fh))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: trace file not found") from None
+    except OSError as exc:
+        raise ScenarioError(f"{path}: cannot read the trace: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(f"{path}: not a CSV trace: not UTF-8 text (byte {exc.start})") from None
+    except csv.Error as exc:  # e.g. an unterminated quote
+        raise ScenarioError(f"{path}: not a CSV trace: {exc}") from None
     rows.sort(key=lambda r: r.arrival_s)
+    return rows
+
+
+def _trace_rows(path: Path, reader: csv.DictReader) -> list[TraceRow]:
+    missing = {"arrival_s", "flavor"} - set(reader.fieldnames or ())
+    if missing:
+        raise ScenarioError(f"{path}: header lacks column(s) {', '.join(sorted(missing))}")
+    rows: list[TraceRow] = []
+    for row in reader:
+        line = reader.line_num
+        # DictReader fills the columns a short row lacks with None.
+        if row["arrival_s"] is None or row["flavor"] is None:
+            raise ScenarioError(f"{path}:{line}: expected at least arrival_s and flavor")
+        try:
+            lifetime = row.get("lifetime_s") or ""
+            rows.append(TraceRow(arrival_s=float(row["arrival_s"]), flavor=row["flavor"].strip(),
+                                 lifetime_s=float(lifetime) if lifetime.strip() else None,
+                                 group=(row.get("group") or "").strip() or None))
+        except ValueError as exc:
+            raise ScenarioError(f"{path}:{line}: {exc}") from None
     return rows
 
 

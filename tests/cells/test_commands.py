@@ -36,6 +36,23 @@ def test_cell_db_upgrade_then_status(tmp_path, capsys):
     assert cli.main(["cell-db", "status", "--cell-db", url]) == 0
 
 
+def test_status_and_audit_of_missing_cell_databases_create_nothing(tmp_path, monkeypatch, capsys):
+    url = f"sqlite:///{tmp_path / 'cell.sqlite'}"
+    assert cli.main(["cell-db", "status", "--cell-db", url]) == 1
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the embedded default's directory
+    assert cli.main(["cell-db", "status"]) == 1
+    assert cli.main(["audit", "--cell", f"cell1={url}", "--placement-url", "http://127.0.0.1:9"]) == 1
+    assert one_line(capsys) == f"billeting: error: cell cell1's database {url}: no such file"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cell_db_status_of_a_file_that_is_not_sqlite_is_one_line(tmp_path, capsys):
+    path = tmp_path / "cell.sqlite"
+    path.write_bytes(b"\x8a\xff not a database " * 100)
+    assert cli.main(["cell-db", "status", "--cell-db", f"sqlite:///{path}"]) == 1
+    assert "file is not a database" in one_line(capsys)
+
+
 @pytest.mark.parametrize("args, expected", [
     (["compute", "--transport-url", "memory:///cell1"], "a memory:// bus only reaches this process"),
     (["compute", "--transport-url", "http://x/"], "invalid transport URL"),

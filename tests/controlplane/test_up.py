@@ -196,16 +196,39 @@ def test_up_survives_stalled_and_malformed_clients(up):
     (["--failure-rate", "1.5"], "--failure-rate must be between 0 and 1"),
     (["--build-time", "-1"], "--build-time must be at least 0"),
     (["--port-base", "65533"], "--port-base must be between 1 and 65530"),
-    (["--scheduler-config", "/nonexistent/scheduler.conf"], "could not be read"),
+    (["--scheduler-config", "/nonexistent/scheduler.conf"], "cannot read config file /nonexistent/scheduler.conf"),
+    (["--scheduler-config", "BINARY"], "it is not UTF-8 text"),
+    (["--scheduler-config", "NO_HEADER"], "line 1: a [section] header must come first"),
+    (["--log-level", "LOUD"], "--log-level must be DEBUG, INFO, WARNING or ERROR"),
 ])
 def test_up_refuses_bad_flags_as_usage_errors_before_starting(tmp_path, capsys, flags, message):
     from billeting.cli import main
 
+    (tmp_path / "binary.conf").write_bytes(b"\x8a\xff\x00")
+    (tmp_path / "no-header.conf").write_text("[scheduler\ntopology_levels = rack\n")
+    files = {"BINARY": str(tmp_path / "binary.conf"), "NO_HEADER": str(tmp_path / "no-header.conf")}
     state = tmp_path / "state"
-    assert main(["up", "--state-dir", str(state), *flags]) == 2
+    assert main(["up", "--state-dir", str(state), *[files.get(f, f) for f in flags]]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err
     assert not state.exists()  # nothing was made
+
+
+def test_up_refuses_to_empty_a_state_dir_holding_other_files(tmp_path, capsys):
+    from billeting.cli import main
+    from billeting.up import state_dir_problem
+
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["up", "--state-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds files billeting up did not make (notes.txt)" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    assert "is not a directory" in state_dir_problem(str(tmp_path / "notes.txt"))
+    earlier = tmp_path / "earlier"  # what an earlier run left: emptied as before
+    earlier.mkdir()
+    for name in ("placement.sqlite", "api.sqlite", "cell0.sqlite", "cell12.sqlite", "cell12.sqlite-wal"):
+        (earlier / name).touch()
+    assert state_dir_problem(str(earlier)) is None and state_dir_problem(str(tmp_path / "new")) is None
 
 
 def test_up_takes_the_schedulers_settings_from_a_config_file(tmp_path, capsys):

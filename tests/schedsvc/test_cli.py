@@ -62,6 +62,15 @@ def test_usage_errors_exit_2(capsys):
     assert "one of the arguments --hosts --members is required" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("action, name", [("define", ""), ("define", "a/b"), ("show", " r1"), ("remove", "a/b")])
+def test_a_domain_name_no_route_can_carry_is_a_usage_error(action, name, capsys):
+    extra = ["--hosts", "host1"] if action == "define" else []
+    # The check comes before any request: no scheduler listens on port 9.
+    assert main(["topology", action, "rack", name, *extra, "--url", "http://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"billeting: error: invalid rack name {name!r}: use 1 to 255") and err.count("\n") == 1
+
+
 def test_an_unreachable_scheduler_is_one_line(capsys):
     assert main(["topology", "list", "--url", "http://127.0.0.1:9"]) == 1
     err = capsys.readouterr().err
@@ -77,6 +86,14 @@ def test_db_upgrade_and_status(tmp_path, capsys):
 
     assert f"upgraded from empty to revision {migrate.head_revision()}" in capsys.readouterr().out
     assert main(["scheduler", "db", "status", "--db", db]) == 0
+
+
+def test_db_status_creates_nothing(tmp_path, monkeypatch, capsys):
+    assert main(["scheduler", "db", "status", "--db", f"sqlite:///{tmp_path / 'api.sqlite'}"]) == 1
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the embedded default's directory
+    assert main(["scheduler", "db", "status"]) == 1
+    assert "revision none" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_serve_refuses_bad_set_ups_in_one_line(tmp_path, capsys):

@@ -133,3 +133,11 @@ def test_latency_within_five_percent_is_a_tie_in_the_table():
     assert winners(fig, [a, b]) == set()
     c = design("c", latency_ms=5.0, latency_sigma=0)
     assert winners(fig, [a, c]) == {0}
+
+
+def test_cli_compare_refuses_a_negative_latency_tolerance(tmp_path, capsys):
+    from billeting.cli import main
+    a = tmp_path / "a.json"
+    a.write_bytes(dump(three_designs()))
+    assert main(["simulate", "--compare", str(a), str(a), "--latency-tolerance", "-1"]) == 2
+    assert "--latency-tolerance" in capsys.readouterr().err

@@ -106,3 +106,32 @@ def test_trace_replay(tmp_path):
     write(tmp_path, "arrival_s,flavor,lifetime_s,group\n2.5,nope,10,\n", "t.csv")
     with pytest.raises(scenario.ScenarioError, match="no flavor named 'nope'"):
         scenario.load(write(tmp_path, bad))
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"arrival_s,flavor\n1.0,f\n2.0\n", r"t\.csv:3: expected at least arrival_s and flavor"),
+    (b"arrival_s,flavor\n\x8a\xff,f\n", "not a CSV trace: not UTF-8 text"),
+    (None, "cannot read the trace: Is a directory"),
+])
+def test_a_broken_trace_is_one_line_naming_it(tmp_path, content, message):
+    if content is None:
+        (tmp_path / "t.csv").mkdir()
+    else:
+        (tmp_path / "t.csv").write_bytes(content)
+    path = write(tmp_path, GOOD + '[arrivals]\ntrace = "t.csv"\n')
+    with pytest.raises(scenario.ScenarioError, match=message):
+        scenario.load(path)
+
+
+def test_a_binary_scenario_is_not_valid_toml(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_bytes(b"\x8a\xff\x00garbage")
+    with pytest.raises(scenario.ScenarioError, match="not valid TOML: not UTF-8 text"):
+        scenario.load(path)
+
+
+def test_a_bad_placement_url_creates_no_out_directory(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["simulate", str(write(tmp_path, GOOD)), "--out", str(out), "--placement-url", "ftp://x"]
+    assert main(argv) == 2
+    assert "--placement-url" in capsys.readouterr().err and not out.exists()

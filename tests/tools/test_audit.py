@@ -136,10 +136,18 @@ def test_the_api_audit_checks_capacity_and_says_what_it_could_not(app, client, c
 
 
 def test_audit_refuses_a_database_that_is_not_current(tmp_path, capsys):
+    (tmp_path / "empty.sqlite").touch()
     url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
     assert cli.main(["placement", "audit", "--db", url]) == 1
     err = capsys.readouterr().err.strip()
     assert "is at revision none" in err and len(err.splitlines()) == 1
+
+
+def test_audit_of_a_missing_sqlite_file_creates_nothing(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'nowhere.sqlite'}"
+    assert cli.main(["placement", "audit", "--db", url]) == 1
+    assert capsys.readouterr().err == f"billeting: error: database {url}: no such file\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.parametrize("args,message", [

@@ -236,6 +236,16 @@ def test_an_unreachable_service_is_a_one_line_error(capsys):
     assert err.startswith(f"billeting: error: GET {url}/: cannot connect") and len(err.splitlines()) == 1
 
 
+def test_closed_stdin_and_stdout_are_one_line_errors(capsys, monkeypatch):
+    # As when started with 0<&- or >&-: Python then has no sys.stdin / sys.stdout.
+    monkeypatch.setattr(sys, "stdin", None)
+    assert cli.main(["placement", "import", "-", "--url", "http://127.0.0.1:9", "--token", "admin"]) == 1
+    assert capsys.readouterr().err == "billeting: error: cannot read standard input: it is closed\n"
+    monkeypatch.setattr(sys, "stdout", None)
+    assert cli.main(["placement", "export", "--url", "http://127.0.0.1:9", "--token", "admin"]) == 1
+    assert capsys.readouterr().err == "billeting: error: standard output is closed: give --output FILE\n"
+
+
 def test_url_and_token_are_required(capsys, monkeypatch):
     monkeypatch.delenv("OS_TOKEN", raising=False)
     monkeypatch.delenv("BILLETING_PLACEMENT_URL", raising=False)

@@ -69,22 +69,78 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def _api_engine(args):
+    """The API database, migrated; a bad URL or a database that cannot be
+    used is one line (the workers call this too, after the master did)."""
+    from alembic.util import CommandError
+    from sqlalchemy.exc import ArgumentError, DBAPIError
+
+    from billeting import cli
     from billeting.apidb import migrate
     from billeting.apidb.engine import default_url, make_engine
+    from billeting.placement.store.engine import UnsupportedDatabase
 
-    engine = make_engine(args.db or os.environ.get("BILLETING_API_DB") or default_url())
-    migrate.upgrade(engine)
+    raw = args.db or os.environ.get("BILLETING_API_DB") or default_url()
+    try:
+        engine = make_engine(raw)
+    except UnsupportedDatabase as exc:
+        raise cli.UsageError(str(exc)) from None
+    except (ArgumentError, ValueError):
+        raise cli.UsageError(f"invalid API database URL {cli._hide_password(raw)!r}: expected sqlite:///PATH, "
+                             "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
+    try:
+        migrate.upgrade(engine)
+    except (DBAPIError, CommandError) as exc:
+        engine.dispose()
+        raise cli.CliError(f"cannot use the API database {cli._hide_password(raw)}: {cli._first_line(exc)}") from None
     return engine
 
 
-def cmd_cell_add(args) -> int:
-    from billeting.apidb import cell_mappings
-    from billeting.cells.wiring import open_cell_database
+def _name(what: str, value: str) -> str:
+    from billeting import cli
 
+    if not value.strip() or value != value.strip():
+        raise cli.UsageError(f"{what} {value!r}: must not be empty or begin or end with whitespace")
+    return value
+
+
+def _write(engine, work, what: str):
+    """Run a write on the API database; a refusal (too long a value, the
+    database gone) is one line."""
+    from sqlalchemy.exc import DBAPIError
+
+    from billeting import cli
+
+    try:
+        return work()
+    except DBAPIError as exc:
+        raise cli.CliError(f"cannot {what}: {cli._first_line(exc)}") from None
+    finally:
+        engine.dispose()
+
+
+def cmd_cell_add(args) -> int:
+    from urllib.parse import urlsplit
+
+    from billeting import cli
+    from billeting.apidb import cell_mappings
+    from billeting.cells import command as cell_command
+
+    _name("cell name", args.name)
+    # What Bus() accepts: a mapping it cannot open would stop every scheduler
+    # and compute API that reads the mappings.
+    if args.transport_url is not None and urlsplit(args.transport_url).scheme not in ("amqp", "pyamqp", "memory"):
+        raise cli.UsageError(f"--transport-url {cli._hide_password(args.transport_url)!r}: expected "
+                             "amqp://USER:PW@HOST:PORT/VHOST")
     engine = _api_engine(args)
-    open_cell_database(args.cell_db, upgrade=True).dispose()
-    found = cell_mappings.ensure_cell(engine, name=args.name, database_connection=args.cell_db,
-                                      transport_url=args.transport_url)
+    try:
+        cell_command.open_cell_engine(argparse.Namespace(cell_db=args.cell_db, cell=args.name,
+                                                         auto_upgrade=True)).dispose()
+    except BaseException:
+        engine.dispose()
+        raise
+    found = _write(engine, lambda: cell_mappings.ensure_cell(
+        engine, name=args.name, database_connection=args.cell_db, transport_url=args.transport_url),
+        f"map cell {args.name}")
     print(f"cell {found.name} ({found.uuid}) mapped")
     return 0
 
@@ -93,13 +149,15 @@ def cmd_image_add(args) -> int:
     from billeting import cli
     from billeting.apidb import images
 
+    _name("image id", args.id)
     props = {}
     for item in args.property:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key:
             raise cli.UsageError(f"--property {item}: expected KEY=VALUE")
         props[key] = value
-    images.put(_api_engine(args), args.id, name=args.id, properties=props)
+    engine = _api_engine(args)
+    _write(engine, lambda: images.put(engine, args.id, name=args.id, properties=props), f"add image {args.id}")
     print(f"image {args.id} added")
     return 0
 
@@ -127,13 +185,21 @@ def cmd_serve(args) -> int:
     from billeting.api.compute.errors import render_server_error  # Nova's format
     from billeting.serving import ServeOptions, run
 
-    cli.configure_logging(args.log_level)
+    args.log_level = args.log_level.upper()
+    if args.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise cli.UsageError(f"--log-level {args.log_level}: expected DEBUG, INFO, WARNING or ERROR")
+    if not 1 <= args.port <= 65535:
+        raise cli.UsageError(f"--port must be between 1 and 65535, not {args.port}")
     if args.conductor == "remote" and not args.transport_url:
         raise cli.UsageError("--conductor remote casts to super conductors on the API bus: give --transport-url")
+    try:
+        options = ServeOptions(host=args.host, port=args.port, workers=args.workers, threads=args.threads,
+                               log_level=args.log_level, process_name="billeting-compute-api",
+                               on_ready=lambda url: LOG.info("ready: %s", url), render_error=render_server_error)
+    except ValueError as exc:  # workers or threads below 1
+        raise cli.UsageError(str(exc)) from None
+    cli.configure_logging(args.log_level)
     args.build_attempts = super_command.build_attempts(args)
     _api_engine(args).dispose()
-    run(ServeOptions(host=args.host, port=args.port, workers=args.workers, threads=args.threads,
-                     log_level=args.log_level, process_name="billeting-compute-api",
-                     on_ready=lambda url: LOG.info("ready: %s", url), render_error=render_server_error),
-        functools.partial(load_app, args))
+    run(options, functools.partial(load_app, args))
     return 0

@@ -93,6 +93,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from billeting.placement.tools.export import export_fleet
     from billeting.placement.tools.progress import bars, show_progress
 
+    if args.output == "-" and sys.stdout is None:  # started with stdout closed: fail before the work
+        raise ToolError("standard output is closed: give --output FILE")
     http = _http(args)
     try:
         with bars(show_progress(args.progress)) as progress:
@@ -101,8 +103,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         http.close()
     data = fleets.encode(fleet)
     if args.output == "-":
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
+        try:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        except OSError as exc:  # e.g. a full disk behind a redirection
+            raise ToolError(f"cannot write to standard output: {exc.strerror}") from None
     else:
         _write_whole(args.output, data)
     print(f"exported {len(fleet.providers)} providers and {len(fleet.consumers)} consumers from {http.url}"
@@ -128,6 +133,8 @@ def _write_whole(target: str, data: bytes) -> None:
 def _read_fleet(name: str):
     from billeting.placement.tools import fleet as fleets
 
+    if name == "-" and sys.stdin is None:  # started with stdin closed
+        raise ToolError("cannot read standard input: it is closed")
     try:
         if name == "-":
             data = sys.stdin.buffer.read()
@@ -198,11 +205,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audit_database(args: argparse.Namespace, progress):
-    from billeting.cli import connect_engine, resolve_database, settings_from_args
+    from billeting.cli import _sqlite_file, connect_engine, resolve_database, settings_from_args
     from billeting.placement.store import migrate
     from billeting.placement.tools import audit as audits
 
     target = resolve_database(settings_from_args(args))
+    sqlite_file = _sqlite_file(target.url)
+    if sqlite_file is not None and not os.path.exists(sqlite_file):  # connecting would create it
+        raise ToolError(f"database {target.shown}: no such file")
     engine = connect_engine(target)
     try:
         current, head = migrate.current_revision(engine), migrate.head_revision()

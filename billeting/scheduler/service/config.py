@@ -21,12 +21,11 @@ sections are the scheduler's own, so one file can configure Placement
 """
 from __future__ import annotations
 
-import configparser
 import math
 import os
 from dataclasses import dataclass, field, fields
 
-from billeting.config import SettingsError, convert_setting
+from billeting.config import SettingsError, convert_setting, read_config_file
 from billeting.scheduler.settings import DEFAULT_MULTIPLIERS, SchedulerSettings
 
 DEFAULT_PORT = 8780
@@ -119,9 +118,8 @@ def load(flags: dict[str, object], environ: dict[str, str] | None = None) -> Ser
         or environ.get("BILLETING_CONFIG_FILE")
     if config_file:
         config.config_file = str(config_file)
-        parser = configparser.ConfigParser(interpolation=None)
-        if not parser.read(str(config_file)):
-            raise SettingsError(f"config file {config_file} could not be read")
+        # One line naming the file (and line) for a missing, binary or malformed file, as for serve.
+        parser = read_config_file(str(config_file))
         for key, attr in _FILE_KEYS.items():
             section, option = key.split(".")
             if parser.has_option(section, option):

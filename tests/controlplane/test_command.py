@@ -1,0 +1,65 @@
+"""``billeting compute-api cell add | image add | serve``: operator mistakes
+are one line on stderr (exit 2 for usage, 1 for a database that cannot be
+used), never a traceback, and never a cell mapping that would stop every
+scheduler and compute API reading it."""
+from __future__ import annotations
+
+import pytest
+
+from billeting import cli
+from billeting.apidb import cell_mappings
+from billeting.apidb.engine import make_engine
+
+
+def one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.fixture
+def not_sqlite(tmp_path) -> str:
+    path = tmp_path / "notes.sqlite"
+    path.write_bytes(b"\x8a\xff not a database " * 100)
+    return f"sqlite:///{path}"
+
+
+@pytest.mark.parametrize("args, status, expected", [
+    (["cell", "add", "cell0", "--db", "nonsense", "--cell-db", "sqlite://"], 2, "invalid API database URL"),
+    (["cell", "add", "cell0", "--db", "postgresql+psycopg://u:secret@127.0.0.1:1/x", "--cell-db", "sqlite://"],
+     1, "cannot use the API database"),
+    (["cell", "add", "cell0", "--db", "NOT_SQLITE", "--cell-db", "sqlite://"], 1, "file is not a database"),
+    (["cell", "add", "cell0", "--db", "API", "--cell-db", "nonsense"], 1, "invalid cell database URL"),
+    (["cell", "add", "cell0", "--db", "API", "--cell-db", "NOT_SQLITE"], 1, "file is not a database"),
+    (["cell", "add", "cell1", "--db", "API", "--cell-db", "sqlite://", "--transport-url", "rabbit"], 2,
+     "--transport-url 'rabbit': expected amqp://"),
+    (["cell", "add", " ", "--db", "API", "--cell-db", "sqlite://"], 2, "cell name ' ': must not be empty"),
+    (["image", "add", "", "--db", "API"], 2, "image id '': must not be empty"),
+    (["image", "add", "cirros", "--db", "NOT_SQLITE"], 1, "file is not a database"),
+    (["serve", "--db", "API", "--workers", "0"], 2, "workers must be at least 1"),
+    (["serve", "--db", "API", "--port", "-5"], 2, "--port must be between 1 and 65535"),
+    (["serve", "--db", "API", "--log-level", "LOUD"], 2, "--log-level LOUD"),
+])
+def test_operator_mistakes_are_one_line(tmp_path, not_sqlite, capsys, args, status, expected):
+    api = f"sqlite:///{tmp_path / 'api.sqlite'}"
+    args = [{"API": api, "NOT_SQLITE": not_sqlite}.get(a, a) for a in args]
+    assert cli.main(["compute-api", *args]) == status
+    line = one_line(capsys)
+    assert expected in line and "secret" not in line
+
+
+def test_a_refused_transport_url_maps_nothing(tmp_path, capsys):
+    api = f"sqlite:///{tmp_path / 'api.sqlite'}"
+    cell_db = f"sqlite:///{tmp_path / 'cell1.sqlite'}"
+    assert cli.main(["compute-api", "cell", "add", "cell1", "--db", api, "--cell-db", cell_db,
+                     "--transport-url", "rabbit"]) == 2
+    assert cli.main(["compute-api", "cell", "add", "cell1", "--db", api, "--cell-db", cell_db,
+                     "--transport-url", "amqp://guest:guest@127.0.0.1:5672/cell1"]) == 0
+    assert "cell cell1" in capsys.readouterr().out
+    engine = make_engine(api)
+    try:
+        assert [c.transport_url for c in cell_mappings.listing(engine)] == ["amqp://guest:guest@127.0.0.1:5672/cell1"]
+    finally:
+        engine.dispose()
