@@ -16,6 +16,8 @@ from pathlib import Path
 
 import platformdirs
 
+from billeting.serving.options import MAX_THREADS, MAX_WORKERS
+
 DEFAULT_INCOMPLETE_CONSUMER = "00000000-0000-0000-0000-000000000000"
 
 
@@ -214,10 +216,9 @@ def check_settings(settings: Settings) -> None:
         raise SettingsError(f"auth must be noauth2 or keystone, not {settings.auth!r}")
     if not 1 <= settings.port <= 65535:
         raise SettingsError(f"port must be between 1 and 65535, not {settings.port}")
-    if settings.workers < 1:
-        raise SettingsError(f"workers must be at least 1, not {settings.workers}")
-    if settings.threads < 1:
-        raise SettingsError(f"threads must be at least 1, not {settings.threads}")
+    for name, most in (("workers", MAX_WORKERS), ("threads", MAX_THREADS)):
+        if not 1 <= getattr(settings, name) <= most:
+            raise SettingsError(f"{name} must be between 1 and {most}, not {getattr(settings, name)}")
     for name in ("header_timeout", "body_timeout", "keepalive_timeout", "graceful_timeout"):
         if not 0 < getattr(settings, name) < math.inf:
             raise SettingsError(f"{name} must be a positive number of seconds, not {getattr(settings, name)}")

@@ -11,6 +11,10 @@ import orjson
 
 KIB = 1024
 MIB = 1024 * KIB
+# Far beyond any machine's useful count; above it a typo (99999999999) would
+# fail deep in the master (the shared balance table) instead of as a usage error.
+MAX_WORKERS = 1024
+MAX_THREADS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +85,9 @@ class ServeOptions:
         for name in ("workers", "threads", "max_body_size", "max_header_size", "max_connections"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, not {getattr(self, name)}")
+        for name, most in (("workers", MAX_WORKERS), ("threads", MAX_THREADS)):
+            if getattr(self, name) > most:
+                raise ValueError(f"{name} must be at most {most}, not {getattr(self, name)}")
         for name in ("header_timeout", "body_timeout", "keepalive_timeout", "send_timeout",
                      "graceful_timeout", "worker_timeout"):
             if not getattr(self, name) > 0:

@@ -39,6 +39,7 @@ def not_sqlite(tmp_path) -> str:
     (["image", "add", "", "--db", "API"], 2, "image id '': must not be empty"),
     (["image", "add", "cirros", "--db", "NOT_SQLITE"], 1, "file is not a database"),
     (["serve", "--db", "API", "--workers", "0"], 2, "workers must be at least 1"),
+    (["serve", "--db", "API", "--workers", "99999999999"], 2, "workers must be at most 1024"),
     (["serve", "--db", "API", "--port", "-5"], 2, "--port must be between 1 and 65535"),
     (["serve", "--db", "API", "--log-level", "LOUD"], 2, "--log-level LOUD"),
 ])

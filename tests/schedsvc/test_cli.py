@@ -113,6 +113,8 @@ def test_serve_refuses_bad_set_ups_in_one_line(tmp_path, capsys):
     assert main(["scheduler", "serve", "--db", f"sqlite:///{tmp_path / 'x.sqlite'}", "--workers", "0"]) == 2
     assert main(["scheduler", "serve", "--db", f"sqlite:///{tmp_path / 'x.sqlite'}", "--port", "99999"]) == 2
     assert "workers must be at least 1" in capsys.readouterr().err
+    assert main(["scheduler", "serve", "--db", f"sqlite:///{tmp_path / 'x.sqlite'}", "--workers", "99999999999"]) == 2
+    assert "workers must be at most 1024" in capsys.readouterr().err
 
 
 def test_settings_precedence(tmp_path):

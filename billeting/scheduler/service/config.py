@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 
 from billeting.config import SettingsError, convert_setting, read_config_file
 from billeting.scheduler.settings import DEFAULT_MULTIPLIERS, SchedulerSettings
+from billeting.serving.options import MAX_THREADS, MAX_WORKERS
 
 DEFAULT_PORT = 8780
 DEFAULT_PLACEMENT_URL = "http://127.0.0.1:8778"
@@ -156,6 +157,9 @@ def check(config: ServiceConfig) -> None:
     for name in ("workers", "threads", "rpc_threads", "host_subset_size", "max_placement_results"):
         if getattr(config, name) < 1:
             raise SettingsError(f"{name} must be at least 1, not {getattr(config, name)}")
+    for name, most in (("workers", MAX_WORKERS), ("threads", MAX_THREADS)):
+        if getattr(config, name) > most:
+            raise SettingsError(f"{name} must be at most {most}, not {getattr(config, name)}")
     for name in ("catalog_refresh_s", "service_down_time", "directory_check_s"):
         if getattr(config, name) < 0:
             raise SettingsError(f"{name} must not be negative")
