@@ -234,6 +234,7 @@ def test_an_unreachable_service_is_a_one_line_error(capsys):
     assert cli.main(["placement", "export", "--url", url, "--token", "admin"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"billeting: error: GET {url}/: cannot connect") and len(err.splitlines()) == 1
+    assert err.endswith("Connection refused)")  # not urllib3's stray quote
 
 
 def test_closed_stdin_and_stdout_are_one_line_errors(capsys, monkeypatch):

@@ -107,10 +107,13 @@ class PlacementHttp:
         return self.version
 
 
+_QUOTES = " >)\"'"  # what urllib3's message wraps the OS error in
+
+
 def _reason(exc: requests.RequestException) -> str:
     text = str(exc.args[0] if exc.args else exc)
     if isinstance(exc, requests.ConnectionError):
-        return "cannot connect" + (f" ({text.split(':')[-1].strip(' >)')})" if text else "")
+        return "cannot connect" + (f" ({text.split(':')[-1].strip(_QUOTES)})" if text else "")
     if isinstance(exc, requests.Timeout):
         return "timed out"
     return text.splitlines()[0] if text else type(exc).__name__
