@@ -97,9 +97,10 @@ SELECTIONS = {
         },
         "hints": {"type": "object", "additionalProperties": _array({"type": "string", "maxLength": 255},
                                                                     unique=False)},
-        # For the opt-in filters that read a flavor (the Nova form sends its flavor whole).
+        # For the filters that read a flavor or an image (the Nova form sends them whole).
         "flavor_name": NAME,
         "extra_specs": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
+        "image_properties": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
     },
     "required": ["instance_uuids", "groups"],
     "additionalProperties": False,
