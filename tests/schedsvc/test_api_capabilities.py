@@ -82,3 +82,15 @@ def test_the_typed_form_carries_image_properties_too(api, reported):
 def test_malformed_capabilities_are_400(api, body):
     resp = api.put("/hosts/h1", json=body)
     assert resp.status == 400, resp
+
+
+def test_the_default_architecture_setting(tmp_path):
+    from billeting.scheduler.service import config as config_mod
+
+    assert config_mod.load({}, {}).scheduler_settings().image_properties_default_architecture is None
+    ini = tmp_path / "scheduler.conf"
+    ini.write_text("[filter_scheduler]\nimage_properties_default_architecture = x86_64\n")
+    loaded = config_mod.load({"config_file": str(ini)}, {}).scheduler_settings()
+    assert loaded.image_properties_default_architecture == "x86_64"
+    env = {"BILLETING_SCHEDULER_IMAGE_PROPERTIES_DEFAULT_ARCHITECTURE": "aarch64"}
+    assert config_mod.load({}, env).scheduler_settings().image_properties_default_architecture == "aarch64"
