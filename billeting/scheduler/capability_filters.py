@@ -5,9 +5,9 @@ default (scheduler-design 4.2), on by default here too.
 * ``ComputeCapabilitiesFilter`` — every flavor extra spec
   ``capabilities:<a>:<b>...`` names a path into the host's capabilities
   (``hypervisor_type``, ``hypervisor_version``, ``cpu_info``,
-  ``supported_instances``; a first name that is none of these is looked up
-  in the host's ``stats``; a value that is JSON text is parsed before the
-  path walks into it). ``str(value)`` must meet the spec's value under the
+  ``supported_instances``, ``stats``; a first name that is none of these,
+  or that the host did not report, is looked up in its ``stats``; a value
+  that is JSON text is parsed before the path walks into it). ``str(value)`` must meet the spec's value under the
   extra-spec operators (``billeting.scheduler.extra_specs``); a path that
   finds nothing fails the host. An unscoped key (no ``:``) is checked the
   same way when it names one of those attributes or one of the host's
@@ -52,7 +52,8 @@ from billeting.scheduler.filters import Filter
 
 SCOPE = "capabilities"
 # The host record's capability attributes a path may start with.
-ATTRIBUTES = frozenset({"hypervisor_type", "hypervisor_version", "cpu_info", "supported_instances"})
+# (``stats`` itself too, so ``capabilities:stats:<name>`` reads a stat as Nova's does.)
+ATTRIBUTES = frozenset({"hypervisor_type", "hypervisor_version", "cpu_info", "supported_instances", "stats"})
 MAXPHYSADDR_SPEC = "hw:maxphysaddr_bits"
 MAXPHYSADDR_PATH = ("cpu_info", "maxphysaddr", "bits")
 

@@ -85,6 +85,8 @@ def test_capability_specs_walk_the_host_and_use_the_extra_spec_operators(key, re
 
 def test_a_name_no_attribute_has_is_looked_up_in_stats_and_json_text_is_walked_into():
     assert caps(KVM, capabilities__gpu_model="a100") is True
+    assert caps(KVM, capabilities__stats__gpu_model="a100") is True
+    assert caps(BARE, capabilities__stats__gpu_model="a100") is False
     assert caps(KVM, capabilities__cores_free=">= 16") is False
     assert caps(KVM, capabilities__numa__cells__0__mem=">= 32") is True
     assert capability(KVM, ("numa", "cells", "0", "mem")) == 64
