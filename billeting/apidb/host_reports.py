@@ -2,7 +2,9 @@
 
 A compute (or its operator) reports what Placement cannot say: the service
 host that runs the node, its cell, whether it is enabled, a heartbeat,
-recent build failures and instance counts. ``HostReportLoader`` turns the
+recent build failures, instance counts, and what its hypervisor is and can
+run (type, version, cpu_info, supported instances, stats; the last three
+kept as JSON text). ``HostReportLoader`` turns the
 table into the ``HostReport`` overlay ``PlacementHostCatalog`` applies.
 
 Up or down: a report with a heartbeat is up while the heartbeat is younger
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 from sqlalchemy import Connection, Engine, delete, insert, select, update
@@ -21,10 +24,13 @@ from sqlalchemy.exc import IntegrityError
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
 from billeting.placement.store.tx import Retry, run_read
-from billeting.scheduler.catalog import HostReport
+from billeting.scheduler.catalog import HostReport, SupportedInstance
 
 DOWN_AFTER_S = 60.0
-FIELDS = ("service_host", "cell", "enabled", "up", "failed_builds", "num_instances", "num_io_ops")
+FIELDS = ("service_host", "cell", "enabled", "up", "failed_builds", "num_instances", "num_io_ops",
+          "hypervisor_type", "hypervisor_version")
+# Fields kept as JSON text.
+JSON_FIELDS = ("cpu_info", "supported_instances", "stats")
 
 
 class ReportFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -37,6 +43,12 @@ class ReportFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     failed_builds: int | None = None
     num_instances: int | None = None
     num_io_ops: int | None = None
+    # What the hypervisor is and can run (see ``HostRecord``).
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    cpu_info: dict[str, Any] | None = None
+    supported_instances: tuple[SupportedInstance, ...] | None = None
+    stats: dict[str, str] | None = None
 
 
 class StoredReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,11 +66,19 @@ class StoredReport(msgspec.Struct, frozen=True, kw_only=True):
         f = self.fields
         return HostReport(service_host=f.service_host, cell_uuid=f.cell, enabled=f.enabled,
                           up=self.up(now, down_after_s), failed_builds=f.failed_builds,
-                          num_instances=f.num_instances, num_io_ops=f.num_io_ops)
+                          num_instances=f.num_instances, num_io_ops=f.num_io_ops,
+                          hypervisor_type=f.hypervisor_type, hypervisor_version=f.hypervisor_version,
+                          cpu_info=f.cpu_info, supported_instances=f.supported_instances, stats=f.stats)
+
+
+def json_text(value) -> str | None:
+    return msgspec.json.encode(value).decode() if value is not None else None
 
 
 def _stored(row) -> StoredReport:
-    return StoredReport(name=row.name, fields=ReportFields(**{k: getattr(row, k) for k in FIELDS}),
+    values = {k: getattr(row, k) for k in FIELDS}
+    values.update({k: msgspec.json.decode(text) for k in JSON_FIELDS if (text := getattr(row, k)) is not None})
+    return StoredReport(name=row.name, fields=msgspec.convert(values, ReportFields),
                         last_heartbeat=row.last_heartbeat, updated_at=row.updated_at)
 
 
@@ -66,6 +86,7 @@ def put(conn: Connection, name: str, fields: ReportFields, *, heartbeat: bool) -
     """Replace the report of ``name``; (the report, True when it is new)."""
     now = utcnow()
     values = {k: getattr(fields, k) for k in FIELDS}
+    values.update({k: json_text(getattr(fields, k)) for k in JSON_FIELDS})
     row = conn.execute(select(t.host_reports).where(t.host_reports.c.name == name).with_for_update()).first()
     if row is None:
         try:

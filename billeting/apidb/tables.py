@@ -150,6 +150,12 @@ host_reports = Table(
     Column("failed_builds", Integer, nullable=True),
     Column("num_instances", Integer, nullable=True),
     Column("num_io_ops", Integer, nullable=True),
+    # What the hypervisor is and can run (ComputeCapabilitiesFilter, ImagePropertiesFilter).
+    Column("hypervisor_type", String(255), nullable=True),
+    Column("hypervisor_version", Integer, nullable=True),  # Nova's encoding: 6.2.0 is 6002000
+    Column("cpu_info", Text, nullable=True),               # JSON object
+    Column("supported_instances", Text, nullable=True),    # JSON list of [arch, hypervisor type, vm mode]
+    Column("stats", Text, nullable=True),                  # JSON object of strings
     *_timestamps(),
     UniqueConstraint("name"),
     **MYSQL,

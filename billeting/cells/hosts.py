@@ -17,7 +17,7 @@ from sqlalchemy import Engine, select
 
 from billeting.cells import tables as t
 from billeting.cells.instances import counts_by_node, utcnow
-from billeting.cells.services import COMPUTE, DEFAULT_DOWN_TIME_S, service_record
+from billeting.cells.services import COMPUTE, DEFAULT_DOWN_TIME_S, node_capabilities, service_record
 from billeting.placement.store.tx import run_read
 from billeting.scheduler.catalog import HostReport
 
@@ -25,26 +25,32 @@ from billeting.scheduler.catalog import HostReport
 def host_reports(engine: Engine, *, cell: str, down_time_s: float = DEFAULT_DOWN_TIME_S,
                  now: datetime | None = None) -> dict[str, HostReport]:
     """Node name → report: its service host, cell, enabled/up, consecutive
-    failed builds, instances on it and how many of those are busy."""
+    failed builds, instances on it and how many of those are busy, and what
+    its hypervisor is and can run (as the compute last saved it)."""
     now = now or utcnow()
 
     def work(conn):
-        nodes = conn.execute(select(t.compute_nodes.c.hypervisor_hostname, t.compute_nodes.c.host,
-                                    t.compute_nodes.c.failed_builds)).all()
+        c = t.compute_nodes.c
+        nodes = conn.execute(select(c.hypervisor_hostname, c.host, c.failed_builds, c.hypervisor_type,
+                                    c.hypervisor_version, c.cpu_info, c.supported_instances, c.stats)).all()
         services = {row.host: service_record(row) for row in conn.execute(
             select(t.services).where(t.services.c.binary == COMPUTE)).all()}
         return nodes, services, counts_by_node(conn)
 
     nodes, services, counts = run_read(engine, work)
     reports = {}
-    for name, host, failed in nodes:
+    for node in nodes:
+        name, host = node.hypervisor_hostname, node.host
         service = services.get(host)
         instances, busy = counts.get(name, (0, 0))
+        caps = node_capabilities(node)
         reports[name] = HostReport(
             service_host=host, cell_uuid=cell,
             enabled=service is not None and not service.disabled,
             up=service is not None and service.is_up(down_time_s, now),
-            failed_builds=failed, num_instances=instances, num_io_ops=busy)
+            failed_builds=node.failed_builds, num_instances=instances, num_io_ops=busy,
+            hypervisor_type=node.hypervisor_type, hypervisor_version=caps.hypervisor_version,
+            cpu_info=caps.cpu_info, supported_instances=caps.supported_instances, stats=caps.stats)
     return reports
 
 

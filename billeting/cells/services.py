@@ -10,6 +10,7 @@ the build-failure weigher reads.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import msgspec
 from sqlalchemy import Connection, Engine, delete, insert, select, update
@@ -103,6 +104,16 @@ def set_forced_down(engine: Engine, host: str, forced_down: bool, *, binary: str
 
 # --- compute nodes ------------------------------------------------------------------
 
+class NodeCapabilities(msgspec.Struct, frozen=True, kw_only=True):
+    """What a node's hypervisor is and can run, beyond its type (the
+    scheduler's ComputeCapabilitiesFilter and ImagePropertiesFilter)."""
+
+    hypervisor_version: int | None = None  # Nova's encoding: 6.2.0 is 6002000
+    cpu_info: dict[str, Any] | None = None
+    supported_instances: tuple[tuple[str, str, str], ...] = ()  # (arch, hypervisor type, vm mode)
+    stats: dict[str, str] = {}
+
+
 class NodeUsage(msgspec.Struct, frozen=True, kw_only=True):
     """What the resource tracker saves for one node on each periodic run."""
 
@@ -116,6 +127,7 @@ class NodeUsage(msgspec.Struct, frozen=True, kw_only=True):
     vcpus_used: int
     memory_mb_used: int
     local_gb_used: int
+    capabilities: NodeCapabilities | None = None
 
 
 class ComputeNodeRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -132,6 +144,21 @@ class ComputeNodeRecord(msgspec.Struct, frozen=True, kw_only=True):
     failed_builds: int
     updated_at: datetime
     id: int = 0    # the row id: the compute API's hypervisor id before microversion 2.53
+    capabilities: NodeCapabilities = NodeCapabilities()
+
+
+def _json(value) -> str | None:
+    return msgspec.json.encode(value).decode() if value is not None else None
+
+
+def node_capabilities(row) -> NodeCapabilities:
+    """The capabilities a compute node row holds (columns left NULL: not reported)."""
+    found = {"hypervisor_version": row.hypervisor_version}
+    for name in ("cpu_info", "supported_instances", "stats"):
+        text = getattr(row, name)
+        if text is not None:
+            found[name] = msgspec.json.decode(text)
+    return msgspec.convert({k: v for k, v in found.items() if v is not None}, NodeCapabilities)
 
 
 def _node(row) -> ComputeNodeRecord:
@@ -139,16 +166,21 @@ def _node(row) -> ComputeNodeRecord:
                              hypervisor_type=row.hypervisor_type, vcpus=row.vcpus, memory_mb=row.memory_mb,
                              local_gb=row.local_gb, vcpus_used=row.vcpus_used, memory_mb_used=row.memory_mb_used,
                              local_gb_used=row.local_gb_used, failed_builds=row.failed_builds,
-                             updated_at=row.updated_at, id=row.id)
+                             updated_at=row.updated_at, id=row.id, capabilities=node_capabilities(row))
 
 
 def save_node(engine: Engine, usage: NodeUsage) -> None:
-    """Insert or refresh a node's row (failed_builds is left as it is)."""
+    """Insert or refresh a node's row (failed_builds is left as it is;
+    capabilities only when the usage carries them)."""
     now = utcnow()
     figures = dict(hypervisor_hostname=usage.nodename, host=usage.host, hypervisor_type=usage.hypervisor_type,
                    vcpus=usage.vcpus, memory_mb=usage.memory_mb, local_gb=usage.local_gb,
                    vcpus_used=usage.vcpus_used, memory_mb_used=usage.memory_mb_used,
                    local_gb_used=usage.local_gb_used, updated_at=now)
+    caps = usage.capabilities
+    if caps is not None:
+        figures.update(hypervisor_version=caps.hypervisor_version, cpu_info=_json(caps.cpu_info),
+                       supported_instances=_json(list(caps.supported_instances)), stats=_json(caps.stats))
 
     def work(conn: Connection) -> None:
         c = t.compute_nodes.c

@@ -60,6 +60,12 @@ compute_nodes = Table(
     Column("hypervisor_hostname", String(255), nullable=False),
     Column("host", String(255), nullable=False),
     Column("hypervisor_type", String(64), nullable=False),
+    # What the hypervisor is and can run (the scheduler's capability filters);
+    # NULL until a compute that reports them saves the row.
+    Column("hypervisor_version", Integer, nullable=True),  # Nova's encoding: 6.2.0 is 6002000
+    Column("cpu_info", Text, nullable=True),               # JSON object
+    Column("supported_instances", Text, nullable=True),    # JSON list of [arch, hypervisor type, vm mode]
+    Column("stats", Text, nullable=True),                  # JSON object of strings
     Column("vcpus", Integer, nullable=False, default=0),
     Column("memory_mb", Integer, nullable=False, default=0),
     Column("local_gb", Integer, nullable=False, default=0),

@@ -45,6 +45,10 @@ def add_parser(commands) -> None:
     fake.add_argument("--abort-builds", action="store_true", default=None,
                       help="failed builds are aborts (never rescheduled)")
     fake.add_argument("--seed", type=int, default=None, help="seed of the failure draws")
+    fake.add_argument("--hypervisor-type", default=None, help="what the node reports (default fake)")
+    fake.add_argument("--hypervisor-version", type=int, default=None, metavar="N",
+                      help="Nova's encoding, 6.2.0 = 6002000 (default 1000, i.e. 1.0)")
+    fake.add_argument("--architecture", default=None, help="CPU architecture (default x86_64)")
     tuning = p.add_argument_group("compute")
     tuning.add_argument("--reserved-host-cpus", type=int, default=None)
     tuning.add_argument("--reserved-host-memory-mb", type=int, default=None)
@@ -69,7 +73,8 @@ _FAKE_FLAGS = {"shape": "shape", "vcpus": "vcpus", "pcpus": "pcpus", "memory_mb"
                "bandwidth_kbps": "bandwidth_kbps", "physnet": "physnet", "gpus": "gpus",
                "vgpus_per_gpu": "vgpus_per_gpu", "ironic_nodes": "ironic_nodes", "ironic_class": "ironic_class",
                "build_time": "build_time_s", "failure_rate": "failure_rate", "abort_builds": "abort_builds",
-               "seed": "seed"}
+               "seed": "seed", "hypervisor_type": "hypervisor_type", "hypervisor_version": "hypervisor_version",
+               "architecture": "architecture"}
 _SETTING_FLAGS = {"reserved_host_cpus": "reserved_host_cpus", "reserved_host_memory_mb": "reserved_host_memory_mb",
                   "reserved_host_disk_mb": "reserved_host_disk_mb", "cpu_allocation_ratio": "cpu_allocation_ratio",
                   "ram_allocation_ratio": "ram_allocation_ratio", "disk_allocation_ratio": "disk_allocation_ratio",

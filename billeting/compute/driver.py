@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import uuid as uuidlib
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -53,10 +53,16 @@ class NodeFacts(msgspec.Struct, frozen=True, kw_only=True):
     nodename: str
     uuid: str
     hypervisor_type: str
-    hypervisor_version: int = 1000
+    hypervisor_version: int = 1000  # Nova's encoding: 1.0
     vcpus: int = 0
     memory_mb: int = 0
     local_gb: int = 0
+    # What the scheduler's capability filters read: a JSON object (arch,
+    # model, vendor, topology, features, maxphysaddr...), the (architecture,
+    # hypervisor type, vm mode) triples the node runs, free-form stats.
+    cpu_info: dict[str, Any] | None = None
+    supported_instances: tuple[tuple[str, str, str], ...] = ()
+    stats: dict[str, str] = {}
 
 
 class ProviderSpec(msgspec.Struct, frozen=True, kw_only=True):

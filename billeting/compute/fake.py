@@ -14,6 +14,10 @@ Shapes (one node named after the service host, except Ironic):
   name = the node uuid) with exactly one ``CUSTOM_<CLASS>`` unit, reserved
   while the node is in maintenance, and the node's traits.
 
+Each node also tells what its hypervisor is and can run (``node_facts``):
+by default a ``fake`` hypervisor, version 1.0, on x86_64 with the features
+of its CPU traits, running x86_64 hvm guests (``FakeConfig`` changes it).
+
 Guests live in memory, so a restarted fake compute has none — like a host
 that rebooted — which is what crash-recovery tests need.
 """
@@ -50,6 +54,8 @@ DEFAULT_CAPABILITIES = frozenset({
     "COMPUTE_IMAGE_TYPE_QCOW2", "COMPUTE_IMAGE_TYPE_RAW", "COMPUTE_IMAGE_TYPE_ISO",
 })
 DEFAULT_CPU_TRAITS = frozenset({"HW_CPU_X86_AVX2", "HW_CPU_X86_SSE42"})
+# cpu_info features: the flags behind DEFAULT_CPU_TRAITS, as a hypervisor names them.
+DEFAULT_CPU_FEATURES = ("avx2", "sse4.2")
 
 
 class FakeConfig(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +78,18 @@ class FakeConfig(msgspec.Struct, frozen=True, kw_only=True):
     ironic_traits: frozenset[str] = frozenset()
     capabilities: frozenset[str] = DEFAULT_CAPABILITIES
     cpu_traits: frozenset[str] = DEFAULT_CPU_TRAITS
+    # What the node says its hypervisor is and can run (the compute node row;
+    # the scheduler's capability filters read it). cpu_info is made from the
+    # architecture, model, features and address bits; supported_instances left
+    # empty is one triple: (architecture, hypervisor type, "hvm").
+    hypervisor_type: str = "fake"
+    hypervisor_version: int = 1000  # Nova's encoding: 1.0
+    architecture: str = "x86_64"
+    cpu_model: str = "Fake-Server"
+    cpu_features: tuple[str, ...] = DEFAULT_CPU_FEATURES
+    maxphysaddr_bits: int = 46
+    supported_instances: tuple[tuple[str, str, str], ...] = ()
+    stats: dict[str, str] = {}
     # Builds: how long spawn takes, how often it fails (0..1; 1 = always),
     # and whether failures are aborts (never rescheduled) instead.
     build_time_s: float = 0.0
@@ -86,6 +104,10 @@ class FakeConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("failure_rate must be between 0 and 1")
         if self.build_time_s < 0:
             raise ValueError("build_time_s must not be negative")
+        if not 0 < len(self.hypervisor_type) <= 64:
+            raise ValueError("hypervisor_type has 1 to 64 characters")
+        if self.hypervisor_version < 0 or self.maxphysaddr_bits < 1:
+            raise ValueError("hypervisor_version must not be negative, maxphysaddr_bits must be at least 1")
         for name in ("vcpus", "memory_mb", "disk_gb", "numa_nodes", "pfs", "vfs_per_pf", "gpus",
                      "vgpus_per_gpu", "ironic_nodes"):
             if getattr(self, name) < (1 if name in ("numa_nodes", "ironic_nodes") else 0):
@@ -135,9 +157,18 @@ class FakeDriver:
     def node_facts(self, nodename: str) -> NodeFacts:
         c = self.config
         if nodename in self._ironic:
-            return NodeFacts(nodename=nodename, uuid=nodename, hypervisor_type="ironic")
-        return NodeFacts(nodename=nodename, uuid=self._root_uuid(nodename), hypervisor_type="fake",
-                         vcpus=c.vcpus + c.pcpus, memory_mb=c.memory_mb, local_gb=c.disk_gb)
+            # A bare-metal node runs one whole-machine guest of its architecture.
+            return NodeFacts(nodename=nodename, uuid=nodename, hypervisor_type="ironic",
+                             supported_instances=((c.architecture, "baremetal", "hvm"),), stats=dict(c.stats))
+        vcpus = c.vcpus + c.pcpus
+        cpu_info = {"arch": c.architecture, "model": c.cpu_model, "vendor": "Billeting",
+                    "topology": {"sockets": 1, "cores": vcpus, "threads": 1},
+                    "features": list(c.cpu_features),
+                    "maxphysaddr": {"mode": "passthrough", "bits": c.maxphysaddr_bits}}
+        supported = c.supported_instances or ((c.architecture, c.hypervisor_type.lower(), "hvm"),)
+        return NodeFacts(nodename=nodename, uuid=self._root_uuid(nodename), hypervisor_type=c.hypervisor_type,
+                         hypervisor_version=c.hypervisor_version, vcpus=vcpus, memory_mb=c.memory_mb,
+                         local_gb=c.disk_gb, cpu_info=cpu_info, supported_instances=supported, stats=dict(c.stats))
 
     def set_capabilities(self, capabilities: frozenset[str]) -> None:
         """Change what the hypervisor supports (e.g. after an upgrade)."""

@@ -3,9 +3,10 @@ database and to Placement (scheduler-design 7.1-7.3).
 
 For every node the driver runs, a periodic run
 
-1. saves the compute node row (totals from the driver, usage from the
-   instances the cell database places on the node) — what the scheduler's
-   host records read;
+1. saves the compute node row (totals and capabilities — hypervisor
+   version, cpu_info, supported instances, stats — from the driver, usage
+   from the instances the cell database places on the node) — what the
+   scheduler's host records read;
 2. asks the driver for the node's provider tree and applies the compute's
    rules to it: allocation ratios by precedence (explicit option, else the
    value already in Placement, else the initial ratio) for VCPU, MEMORY_MB
@@ -86,7 +87,10 @@ class ResourceTracker:
             vcpus_used=self.settings.reserved_host_cpus + sum(i.flavor.vcpus for i in placed),
             memory_mb_used=self.settings.reserved_host_memory_mb + sum(i.flavor.memory_mb for i in placed),
             local_gb_used=self.settings.reserved_host_disk_mb // 1024
-            + sum(i.flavor.root_gb + i.flavor.ephemeral_gb for i in placed)))
+            + sum(i.flavor.root_gb + i.flavor.ephemeral_gb for i in placed),
+            capabilities=services.NodeCapabilities(
+                hypervisor_version=facts.hypervisor_version, cpu_info=facts.cpu_info,
+                supported_instances=facts.supported_instances, stats=facts.stats)))
         tree = self.driver.provider_tree(nodename, self.settings.reserved)
         try:
             result = self.reporter.sync(facts.uuid, lambda current: self.apply_rules(tree, current))

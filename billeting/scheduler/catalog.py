@@ -3,17 +3,18 @@
 Capacity comes from Placement's provider summaries, which are exactly what
 a claim will be checked against. Everything else a filter or weigher needs
 (name, cell, zone, enabled/up, recent build failures, instance counts, the
-aggregates it belongs to) comes from a ``HostCatalog``. The default reads
-Placement itself (root providers and the membership of the aggregates the
-directory knows) plus an optional overlay of host reports (the catalog
-table); the control plane plugs in one that reads its cell databases.
+aggregates it belongs to, what its hypervisor is and can run) comes from a
+``HostCatalog``. The default reads Placement itself (root providers and the
+membership of the aggregates the directory knows) plus an optional overlay
+of host reports (the catalog table); the control plane plugs in one that
+reads its cell databases.
 """
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import msgspec
 
@@ -23,6 +24,9 @@ from billeting.scheduler.directory import CELL_LEVEL, Directory
 DEFAULT_ZONE = "nova"
 DEFAULT_CELL = "cell1"
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
+
+# (architecture, hypervisor type, vm mode): one kind of guest a host can run.
+SupportedInstance = tuple[str, str, str]
 
 
 class HostRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -37,6 +41,17 @@ class HostRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     failed_builds: int = 0    # consecutive failed builds, reset by a success
     num_instances: int = 0
     num_io_ops: int = 0
+    # What the hypervisor says it is and can run (Nova's ComputeNode fields),
+    # read by ComputeCapabilitiesFilter and ImagePropertiesFilter. None or
+    # empty: not reported.
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None  # Nova's encoding: 6.2.0 is 6002000
+    # A JSON object: arch, model, vendor, topology, features, maxphysaddr.bits...
+    cpu_info: dict[str, Any] | None = None
+    # (architecture, hypervisor type, vm mode) triples, e.g. ("x86_64", "kvm", "hvm").
+    supported_instances: tuple[SupportedInstance, ...] = ()
+    # Free-form facts ("capabilities:<key>" reads them when no attribute has the name).
+    stats: dict[str, str] = {}
 
 
 class HostReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -50,6 +65,11 @@ class HostReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     failed_builds: int | None = None
     num_instances: int | None = None
     num_io_ops: int | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    cpu_info: dict[str, Any] | None = None
+    supported_instances: tuple[SupportedInstance, ...] | None = None
+    stats: dict[str, str] | None = None
 
 
 class HostCatalog(Protocol):

@@ -4,13 +4,13 @@ Capacity, traits and aggregate membership are never checked here: Placement
 did that in the candidates query, and the claim re-checks capacity. What is
 left is what Placement cannot know: whether the compute is up, where the
 request's siblings and server-group members are, which hosts the caller
-excluded. Each filter is a small class registered by name; configuration
-picks which run. They always run cheapest first (``cost``), whatever order
-configuration lists them in, so a host is dropped by the cheapest check that
-can drop it:
+excluded, what the host's hypervisor is and can run (``capability_filters``).
+Each filter is a small class registered by name; configuration picks which
+run. They always run cheapest first (``cost``), whatever order configuration
+lists them in, so a host is dropped by the cheapest check that can drop it:
 
 * cost 1 — one attribute of the host record: no allocation, no lookup.
-* cost 2 — one set or counter lookup per host.
+* cost 2 — one set or counter lookup per host, or a scan of a few entries.
 * cost 3 — a lookup per topology level, or several per host.
 
 ``once_per_request`` filters depend only on things that do not change while
@@ -226,6 +226,9 @@ def build(names: tuple[str, ...] | None) -> list[Filter]:
     return [cls() for cls in sorted(classes, key=lambda c: c.cost)]
 
 
-# The operator's opt-in filters (aggregate metadata, load) register themselves.
+# Filters kept in modules of their own register themselves when imported:
+# the hypervisor's capabilities against the flavor and image (on by default),
+# the operator's opt-in ones (aggregate metadata, load).
+from billeting.scheduler import capability_filters  # noqa: E402,F401
 from billeting.scheduler import aggregate_filters  # noqa: E402,F401
 

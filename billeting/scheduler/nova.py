@@ -21,6 +21,10 @@ The translation, in order:
 6. with two or more numbered groups and no ``group_policy``, Placement
    would refuse the query: the caller gets that refusal (as Nova does).
 
+The flavor's name and extra specs and the image's properties also travel
+in the request whole, for the filters that read them (capabilities, image
+properties, aggregate metadata).
+
 Invalid entries (an unknown standard class, a negative amount, a trait
 value other than required/forbidden) are skipped with a warning, as Nova
 does; the compute API validates flavors when they are created.
@@ -176,7 +180,8 @@ def request_from_nova(flavor: Flavor, image: Image | None = None, *, instance_uu
                            different_host=tuple(different_host), availability_zone=availability_zone,
                            destination=destination, ignore_hosts=tuple(ignore_hosts),
                            domain_constraints=tuple(domain_constraints), near=near,
-                           flavor_name=flavor.name or None, extra_specs=dict(flavor.extra_specs))
+                           flavor_name=flavor.name or None, extra_specs=dict(flavor.extra_specs),
+                           image_properties=dict(image.properties) if image is not None else {})
 
 
 # --- failure-domain hints ----------------------------------------------------------

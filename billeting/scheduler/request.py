@@ -100,9 +100,14 @@ class ScheduleRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     # Free-form hints for site-specific filters; the built-in ones use the typed fields.
     hints: dict[str, tuple[str, ...]] = {}
     # The Nova flavor's name and extra specs, for the filters that read them
-    # (AggregateInstanceExtraSpecsFilter, AggregateTypeAffinityFilter).
+    # (AggregateInstanceExtraSpecsFilter, AggregateTypeAffinityFilter,
+    # ComputeCapabilitiesFilter).
     flavor_name: str | None = None
     extra_specs: dict[str, str] = {}
+    # The Nova image's properties, for the filters that read them
+    # (ImagePropertiesFilter: hw_architecture, img_hv_type, hw_vm_mode,
+    # img_hv_requested_version, hw_maxphysaddr_bits).
+    image_properties: dict[str, str] = {}
 
     @property
     def num_instances(self) -> int:

@@ -59,6 +59,9 @@ class SchedulerSettings:
     # NumInstancesFilter, IoOpsFilter (off by default) and their aggregate forms.
     max_instances_per_host: int = 50
     max_io_ops_per_host: int = 8
+    # ImagePropertiesFilter: the architecture of an image that names none
+    # (``hw_architecture``); None: such an image runs on any architecture.
+    image_properties_default_architecture: str | None = None
 
     def multiplier(self, option: str) -> float:
         return self.multipliers.get(option, DEFAULT_MULTIPLIERS.get(option, 1.0))

@@ -228,7 +228,8 @@ class Hypervisors:
             body["servers"] = [{"name": name, "uuid": uuid} for name, uuid in servers]
         if not detail:
             return body
-        body.update({"host_ip": "127.0.0.1", "hypervisor_type": node.hypervisor_type, "hypervisor_version": 1,
+        body.update({"host_ip": "127.0.0.1", "hypervisor_type": node.hypervisor_type,
+                     "hypervisor_version": node.capabilities.hypervisor_version or 1,
                      "service": {"host": node.host,
                                  "id": service_uuid(cell, node.host, svc.COMPUTE) if new_ids else
                                  (service.id if service else None),

@@ -97,9 +97,10 @@ SELECTIONS = {
         },
         "hints": {"type": "object", "additionalProperties": _array({"type": "string", "maxLength": 255},
                                                                     unique=False)},
-        # For the opt-in filters that read a flavor (the Nova form sends its flavor whole).
+        # For the filters that read a flavor or an image (the Nova form sends them whole).
         "flavor_name": NAME,
         "extra_specs": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
+        "image_properties": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
     },
     "required": ["instance_uuids", "groups"],
     "additionalProperties": False,
@@ -193,6 +194,15 @@ HOST_REPORT = {
         "failed_builds": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
         "num_instances": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
         "num_io_ops": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
+        # What the hypervisor is and can run (ComputeCapabilitiesFilter, ImagePropertiesFilter).
+        "hypervisor_type": NAME,
+        "hypervisor_version": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
+        "cpu_info": {"type": "object", "maxProperties": 64},
+        "supported_instances": _array({"type": "array", "items": NAME, "minItems": 3, "maxItems": 3},
+                                      max_items=64, unique=False),
+        # Keys without ":" (a "capabilities:" path splits at them).
+        "stats": {"type": "object", "maxProperties": 128, "additionalProperties": False,
+                  "patternProperties": {"^[A-Za-z0-9_.-]{1,255}$": {"type": "string", "maxLength": 255}}},
     },
     "additionalProperties": False,
 }

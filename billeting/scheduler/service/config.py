@@ -15,7 +15,8 @@ sections are the scheduler's own, so one file can configure Placement
                           enable_isolated_aggregate_filtering
     [filter_scheduler]    enabled_filters, weighers, host_subset_size,
                           shuffle_best_same_weighed_hosts, alternates_from (spread|next),
-                          max_instances_per_host, max_io_ops_per_host, <name>_weight_multiplier
+                          max_instances_per_host, max_io_ops_per_host,
+                          image_properties_default_architecture, <name>_weight_multiplier
     [oslo_policy]         policy_file
     [billeting]           log_level, legacy_policy, auto_upgrade
 """
@@ -68,6 +69,7 @@ class ServiceConfig:
     alternates_from: str = "spread"
     max_instances_per_host: int = 50
     max_io_ops_per_host: int = 8
+    image_properties_default_architecture: str = ""  # empty: none
     multipliers: dict[str, float] = field(default_factory=dict)
 
     def scheduler_settings(self) -> SchedulerSettings:
@@ -81,7 +83,8 @@ class ServiceConfig:
             multipliers={**DEFAULT_MULTIPLIERS, **self.multipliers}, host_subset_size=self.host_subset_size,
             shuffle_best_same_weighed_hosts=self.shuffle_best_same_weighed_hosts,
             alternates_from=self.alternates_from, max_instances_per_host=self.max_instances_per_host,
-            max_io_ops_per_host=self.max_io_ops_per_host)
+            max_io_ops_per_host=self.max_io_ops_per_host,
+            image_properties_default_architecture=self.image_properties_default_architecture.strip() or None)
 
 
 _FILE_KEYS = {
@@ -104,6 +107,7 @@ _FILE_KEYS = {
     "filter_scheduler.alternates_from": "alternates_from",
     "filter_scheduler.max_instances_per_host": "max_instances_per_host",
     "filter_scheduler.max_io_ops_per_host": "max_io_ops_per_host",
+    "filter_scheduler.image_properties_default_architecture": "image_properties_default_architecture",
 }
 _TYPES = {f.name: f.type for f in fields(ServiceConfig)}
 

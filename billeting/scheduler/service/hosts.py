@@ -10,6 +10,8 @@ from billeting.scheduler.service.errors import BadRequest, NotFound
 from billeting.scheduler.service.views import HostView, iso
 
 MAX_NAME = 255
+# The JSON fields' text must fit a TEXT column on every backend (64 KiB on MySQL).
+MAX_JSON = 16384
 
 
 def view(service, report: StoredReport, *, with_record: bool = False) -> HostView:
@@ -21,6 +23,8 @@ def view(service, report: StoredReport, *, with_record: bool = False) -> HostVie
     return HostView(name=report.name, service_host=f.service_host, cell=f.cell, enabled=f.enabled,
                     up=report.up(utcnow(), service.down_after_s), last_heartbeat=iso(report.last_heartbeat),
                     failed_builds=f.failed_builds, num_instances=f.num_instances, num_io_ops=f.num_io_ops,
+                    hypervisor_type=f.hypervisor_type, hypervisor_version=f.hypervisor_version,
+                    cpu_info=f.cpu_info, supported_instances=f.supported_instances, stats=f.stats,
                     updated_at=iso(report.updated_at), record=record)
 
 
@@ -31,6 +35,10 @@ def put(service, name: str, fields: ReportFields, *, heartbeat: bool) -> tuple[H
         value = getattr(fields, counter)
         if value is not None and value < 0:
             raise BadRequest(f"{counter} must not be negative")
+    for field in store.JSON_FIELDS:
+        text = store.json_text(getattr(fields, field))
+        if text is not None and len(text.encode()) > MAX_JSON:
+            raise BadRequest(f"{field} takes at most {MAX_JSON} bytes as JSON")
     report, created = run_write(service.engine, lambda conn: store.put(conn, name, fields, heartbeat=heartbeat))
     service.catalog.invalidate()
     return view(service, report), created

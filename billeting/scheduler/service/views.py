@@ -5,6 +5,7 @@ The HTTP API encodes these as they are; the CLI decodes them back.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import msgspec
 
@@ -69,6 +70,11 @@ class HostView(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     failed_builds: int | None = None
     num_instances: int | None = None
     num_io_ops: int | None = None
+    hypervisor_type: str | None = None
+    hypervisor_version: int | None = None
+    cpu_info: dict[str, Any] | None = None
+    supported_instances: tuple[tuple[str, str, str], ...] | None = None
+    stats: dict[str, str] | None = None
     updated_at: str | None = None
     # The scheduler's whole record of the host (Placement + directory + report),
     # when Placement has a host of that name.

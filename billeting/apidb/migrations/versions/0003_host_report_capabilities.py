@@ -1,0 +1,34 @@
+"""host report capabilities: hypervisor type and version, cpu_info, supported_instances, stats
+
+Revision ID: 0003
+Revises: 0002
+
+"""
+from alembic import op
+import sqlalchemy as sa
+
+
+revision = '0003'
+down_revision = '0002'
+branch_labels = None
+depends_on = None
+
+COLUMNS = (
+    ('hypervisor_type', sa.String(length=255)),
+    ('hypervisor_version', sa.Integer()),
+    ('cpu_info', sa.Text()),
+    ('supported_instances', sa.Text()),
+    ('stats', sa.Text()),
+)
+
+
+def upgrade() -> None:
+    with op.batch_alter_table('host_reports') as batch:
+        for name, kind in COLUMNS:
+            batch.add_column(sa.Column(name, kind, nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table('host_reports') as batch:
+        for name, _ in reversed(COLUMNS):
+            batch.drop_column(name)

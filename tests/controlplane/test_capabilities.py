@@ -1,0 +1,40 @@
+"""Capabilities end to end: fake computes report what their hypervisor is
+and can run, the compute API boots servers whose flavor and image ask for
+some of it, and the scheduler sends them (and their moves, from the stored
+request spec) only where it is found."""
+from __future__ import annotations
+
+from billeting.apidb import images
+from billeting.compute.fake import FakeConfig
+from tests.controlplane.conftest import wait_for
+
+KVM = dict(vcpus=16, disk_gb=500, hypervisor_type="QEMU", hypervisor_version=8002000,
+           supported_instances=(("x86_64", "kvm", "hvm"),))
+
+
+def test_flavor_and_image_requirements_steer_builds_and_moves(plane_factory):
+    p = plane_factory(computes=0)
+    # The fake host has the most memory: the RAM weigher would choose it every time.
+    p.d.compute("big-fake", config=FakeConfig(vcpus=16, memory_mb=131072, disk_gb=500))
+    p.d.compute("kvm1", config=FakeConfig(memory_mb=32768, **KVM))
+    p.d.compute("kvm2", config=FakeConfig(memory_mb=16384, **KVM))
+    p.flavor(fid="1", name="small", ram=1024, vcpus=1, disk=10)
+    p.flavor(fid="2", name="qemu-only", ram=1024, vcpus=1, disk=10)
+    r = p.call("POST", "/v2.1/flavors/2/os-extra_specs",
+               {"extra_specs": {"capabilities:hypervisor_type": "QEMU"}})
+    assert r.status_code == 200, r.text
+    images.put(p.api_engine, "kvm-image", name="kvm-image", properties={"img_hv_type": "kvm"})
+
+    def host_of(uuid: str, status: str = "ACTIVE") -> str:
+        wait_for(lambda: p.status(uuid) == status, what=status)
+        return p.call("GET", f"/v2.1/servers/{uuid}").json["server"]["OS-EXT-SRV-ATTR:host"]
+
+    assert host_of(p.boot(name="plain", flavor="1")) == "big-fake"
+    assert host_of(p.boot(name="by-flavor", flavor="2")) == "kvm1"
+    moving = p.boot(name="by-image", flavor="1", imageRef="kvm-image")
+    assert host_of(moving) == "kvm1"
+    # The move is scheduled from the stored request spec: the image still asks for kvm.
+    r = p.call("POST", f"/v2.1/servers/{moving}/action", {"migrate": None},
+               headers={"OpenStack-API-Version": "compute 2.90"})
+    assert r.status_code == 202, r.text
+    assert host_of(moving, "VERIFY_RESIZE") == "kvm2"
