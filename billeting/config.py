@@ -217,8 +217,10 @@ def check_settings(settings: Settings) -> None:
     if not 1 <= settings.port <= 65535:
         raise SettingsError(f"port must be between 1 and 65535, not {settings.port}")
     for name, most in (("workers", MAX_WORKERS), ("threads", MAX_THREADS)):
-        if not 1 <= getattr(settings, name) <= most:
-            raise SettingsError(f"{name} must be between 1 and {most}, not {getattr(settings, name)}")
+        if getattr(settings, name) < 1:
+            raise SettingsError(f"{name} must be at least 1, not {getattr(settings, name)}")
+        if getattr(settings, name) > most:
+            raise SettingsError(f"{name} must be at most {most}, not {getattr(settings, name)}")
     for name in ("header_timeout", "body_timeout", "keepalive_timeout", "graceful_timeout"):
         if not 0 < getattr(settings, name) < math.inf:
             raise SettingsError(f"{name} must be a positive number of seconds, not {getattr(settings, name)}")

@@ -72,9 +72,9 @@ def test_usage_errors_are_one_line_and_exit_2(capsys, args, message):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["serve", "--workers", "0"], "workers must be between 1 and 1024, not 0"),
-    (["serve", "--workers", "99999999999"], "workers must be between 1 and 1024, not 99999999999"),
-    (["serve", "--threads", "5000"], "threads must be between 1 and 1024, not 5000"),
+    (["serve", "--workers", "0"], "workers must be at least 1, not 0"),
+    (["serve", "--workers", "99999999999"], "workers must be at most 1024, not 99999999999"),
+    (["serve", "--threads", "5000"], "threads must be at most 1024, not 5000"),
     (["serve", "--port", "70000"], "port must be between 1 and 65535"),
     (["serve", "--db", "oracle://scott@db/orcl"], "unsupported database driver 'oracle'"),
     (["serve", "--db", "not a url"], "invalid database URL 'not a url'"),
