@@ -110,8 +110,9 @@ class FakeConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("hypervisor_version must not be negative, maxphysaddr_bits must be at least 1")
         for name in ("vcpus", "memory_mb", "disk_gb", "numa_nodes", "pfs", "vfs_per_pf", "gpus",
                      "vgpus_per_gpu", "ironic_nodes"):
-            if getattr(self, name) < (1 if name in ("numa_nodes", "ironic_nodes") else 0):
-                raise ValueError(f"{name} must not be {'below 1' if name in ('numa_nodes', 'ironic_nodes') else 'negative'}")
+            at_least_one = name in ("numa_nodes", "ironic_nodes")
+            if getattr(self, name) < (1 if at_least_one else 0):
+                raise ValueError(f"{name} must not be {'below 1' if at_least_one else 'negative'}")
 
 
 def resource_class_for(node_class: str) -> str:
