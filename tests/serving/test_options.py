@@ -112,3 +112,16 @@ def test_the_board_points_at_the_worker_with_fewer_connections():
     assert not board.someone_has_fewer(a, 3)
     board.release(b)
     assert board.claim() == b
+
+
+def test_the_compute_api_renders_server_errors_in_novas_format_with_a_request_id():
+    from billeting.api.compute.errors import render_server_error as nova_server_error
+
+    page = nova_server_error(408, "slow")
+    doc = orjson.loads(page.body)
+    assert page.content_type == "application/json"
+    [(_kind, fault)] = doc.items()
+    assert fault == {"code": 408, "message": "slow"}
+    headers = dict(page.headers)
+    assert headers["x-openstack-request-id"].startswith("req-")
+    assert headers["x-compute-request-id"] == headers["x-openstack-request-id"]

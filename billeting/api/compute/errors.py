@@ -97,7 +97,11 @@ def handle_any(req, resp, exc: Exception, params) -> None:
 
 def render_server_error(status: int, detail: str):
     """Errors the HTTP front answers itself (malformed, too large, too slow),
-    in Nova's format like every other compute API error."""
+    in Nova's format like every other compute API error, with a request id
+    of their own as every compute API answer has."""
+    from billeting.api.compute.context import new_request_id
     from billeting.serving.options import ErrorBody
 
-    return ErrorBody("application/json", document(status, detail))
+    request_id = new_request_id()
+    return ErrorBody("application/json", document(status, detail),
+                     (("x-openstack-request-id", request_id), ("x-compute-request-id", request_id)))
