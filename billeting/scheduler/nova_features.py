@@ -137,6 +137,31 @@ _EPHEMERAL_FORMATS = {"plain": "COMPUTE_EPHEMERAL_ENCRYPTION_PLAIN", "luks": "CO
 _TPM_SECRET_SECURITY = frozenset({"user", "host", "deployment"})
 
 
+# image property -> the prefix of the trait a compute node reports for its value
+_IMAGE_METADATA_TRAITS = (("hw_cdrom_bus", "COMPUTE_STORAGE_BUS_"), ("hw_disk_bus", "COMPUTE_STORAGE_BUS_"),
+                          ("hw_video_model", "COMPUTE_GRAPHICS_MODEL_"), ("hw_vif_model", "COMPUTE_NET_VIF_MODEL_"),
+                          ("hw_architecture", "HW_ARCH_"), ("hw_emulation_architecture", "COMPUTE_ARCH_"),
+                          ("hw_viommu_model", "COMPUTE_VIOMMU_MODEL_"))
+_KNOWN_TRAITS = frozenset(os_traits.get_traits())
+
+
+def image_metadata_traits(properties: Mapping[str, str]) -> set[str]:
+    """Request filter 6 of spec 2.4 (``image_metadata_prefilter``): the
+    traits the compute node needs for the image's buses, video and NIC
+    models and architectures (``hw_disk_bus=virtio`` → ``COMPUTE_STORAGE_BUS_VIRTIO``).
+    A value no standard trait names is skipped: no host could report it."""
+    traits: set[str] = set()
+    for prop, prefix in _IMAGE_METADATA_TRAITS:
+        value = properties.get(prop)
+        if value:
+            name = prefix + value.strip().upper().replace("-", "_")
+            if name in _KNOWN_TRAITS:
+                traits.add(name)
+            else:
+                LOG.warning("ignoring image property %s=%r: no trait %s", prop, value, name)
+    return traits
+
+
 def root_traits(prop: Prop, extra_specs: Mapping[str, str]) -> set[str]:
     """Request filters 7, 8 and 11-13 of spec 2.4: traits the compute node
     itself (the tree's root) must have for accelerators, packed virtqueues,

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import msgspec
 
 from billeting.placement_client.model import CandidateQuery, RequestGroup
+from billeting.scheduler import nova_features
 from billeting.scheduler.catalog import HostCatalog, HostRecord
 from billeting.scheduler.decision import Decision
 from billeting.scheduler.directory import Directory, Domain
@@ -193,11 +194,14 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
             forbidden_aggregates=base.forbidden_aggregates | forbidden,
             in_tree=in_tree or base.in_tree)
 
+    root_required = request.root_required
+    if settings.image_metadata_prefilter:
+        root_required = root_required | nova_features.image_metadata_traits(request.image_properties)
     root_forbidden = set(request.root_forbidden)
     if version >= (1, 35):
         root_forbidden.add(DISABLED_TRAIT)  # older Placements: ComputeFilter checks the trait
     return CandidateQuery(groups=tuple(groups), limit=limit, group_policy=request.group_policy,
-                          root_required=request.root_required, root_forbidden=frozenset(root_forbidden),
+                          root_required=root_required, root_forbidden=frozenset(root_forbidden),
                           same_subtree=request.same_subtree)
 
 

@@ -42,6 +42,9 @@ class SchedulerSettings:
     # Isolated aggregates (request filter): an aggregate whose metadata says
     # ``trait:T=required`` keeps out every request that does not require T.
     enable_isolated_aggregate_filtering: bool = False
+    # Image metadata prefilter (request filter): the image's bus, video, NIC
+    # model and architecture properties become traits the compute node must have.
+    image_metadata_prefilter: bool = False
     # [filter_scheduler]
     enabled_filters: tuple[str, ...] | None = None   # None: every built-in filter
     weighers: tuple[str, ...] | None = None          # None: every built-in weigher

@@ -144,6 +144,8 @@ def test_settings_precedence(tmp_path):
     ini.write_text("[scheduler]\nenable_isolated_aggregate_filtering = true\n")
     assert config_mod.load({"config_file": str(ini)}, {}).scheduler_settings().enable_isolated_aggregate_filtering
     assert not config_mod.load({}, {}).scheduler_settings().enable_isolated_aggregate_filtering
+    ini.write_text("[scheduler]\nimage_metadata_prefilter = yes\n")
+    assert config_mod.load({"config_file": str(ini)}, {}).scheduler_settings().image_metadata_prefilter
 
 
 def test_keystone_placement_auth_comes_from_the_placement_section(tmp_path):

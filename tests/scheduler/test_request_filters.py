@@ -118,3 +118,22 @@ def test_guest_features_choose_the_hosts_that_give_them(fleet, make_scheduler):
         "MEMORY_MB": 1024, "PCPU": 3, "VCPU": 1}
     assert place(SMALL, Image(properties={"hw_virtio_packed_ring": "true"})).nodename == "packed"
     assert place(SMALL).nodename == "roomy"
+
+
+def test_image_metadata_prefilter_asks_for_the_traits_the_image_needs(fleet, make_scheduler):
+    """Spec 2.4 filter 6 (off by default): the image's buses, models and
+    architecture become root traits; a value no trait names is skipped."""
+    fleet.host("roomy", memory_mb=262144, traits=("COMPUTE_STORAGE_BUS_IDE",))
+    fleet.host("virtio", memory_mb=4096, traits=("COMPUTE_STORAGE_BUS_VIRTIO", "COMPUTE_ARCH_AARCH64",
+                                                 "COMPUTE_VIOMMU_MODEL_INTEL"))
+    # (hw_architecture is left out: ImagePropertiesFilter would want these hosts to report it)
+    image = Image(properties={"hw_disk_bus": "virtio", "hw_emulation_architecture": "aarch64",
+                              "hw_viommu_model": "intel", "hw_video_model": "no-such-model"})
+
+    def place(settings):
+        [[chosen]] = make_scheduler(settings).select_destinations(request_from_nova(
+            SMALL, image, instance_uuids=new_uuids(1), project_id="p", user_id="u"))
+        return chosen.nodename
+
+    assert place(SchedulerSettings()) == "roomy"
+    assert place(SchedulerSettings(image_metadata_prefilter=True)) == "virtio"
