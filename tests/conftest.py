@@ -204,6 +204,15 @@ def call_wsgi(app, environ: dict) -> Response:
     return Response(captured["status"], captured["headers"], content)
 
 
+def one_line(capsys) -> str:
+    """The one line a command wrote on stderr (and no traceback)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
 class PlacementClient:
     """Drives the WSGI app in-process. ``mv`` sets the microversion header."""
 

@@ -57,7 +57,8 @@ class AggregateInstanceExtraSpecsFilter(Filter):
         return bool(_wanted_specs(decision.request.extra_specs))
 
     def passes(self, host, decision):
-        for key, requirement in _wanted_specs(decision.request.extra_specs).items():
+        wanted = decision.memoized(self.name, lambda: _wanted_specs(decision.request.extra_specs))
+        for key, requirement in wanted.items():
             values = metadata_values(host, decision, key)
             if not any(matches(value, requirement) for value in values):
                 return False

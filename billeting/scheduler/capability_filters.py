@@ -134,10 +134,7 @@ class ComputeCapabilitiesFilter(Filter):
     explains = "lacked the capabilities the flavor's extra specs ask for"
 
     def _specs(self, decision) -> CapabilitySpecs:
-        found = decision.memo.get(self.name)
-        if found is None:
-            found = decision.memo[self.name] = capability_specs(decision.request.extra_specs)
-        return found
+        return decision.memoized(self.name, lambda: capability_specs(decision.request.extra_specs))
 
     def active(self, decision):
         specs = self._specs(decision)
@@ -264,11 +261,8 @@ class ImagePropertiesFilter(Filter):
     explains = "could not run the image (architecture, hypervisor type, vm mode or hypervisor version)"
 
     def _wants(self, decision) -> ImageWants:
-        found = decision.memo.get(self.name)
-        if found is None:
-            found = decision.memo[self.name] = image_wants(
-                decision.request.image_properties, decision.settings.image_properties_default_architecture)
-        return found
+        return decision.memoized(self.name, lambda: image_wants(
+            decision.request.image_properties, decision.settings.image_properties_default_architecture))
 
     def active(self, decision):
         return self._wants(decision).anything

@@ -44,6 +44,13 @@ class Decision:
     # request's claims changed since the last weighing.
     consumption: object = None
 
+    def memoized(self, key: str, make):
+        """What ``make()`` reads from the request, made once per request."""
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = make()
+        return found
+
     def consumption_changed(self) -> set[str]:
         if self.consumption is None:
             return set()

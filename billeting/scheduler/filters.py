@@ -76,7 +76,7 @@ class IgnoreHostsFilter(Filter):
         return bool(decision.request.ignore_hosts)
 
     def passes(self, host, decision):
-        ignored = {h.lower() for h in decision.request.ignore_hosts}
+        ignored = decision.memoized(self.name, lambda: {h.lower() for h in decision.request.ignore_hosts})
         return host.record.service_host.lower() not in ignored and host.record.name.lower() not in ignored
 
 

@@ -13,16 +13,9 @@ from billeting.compute.driver import node_uuid
 from billeting.placement_client.model import AllocationWrite, ProviderResources
 
 from tests.cells.conftest import PROJECT, USER, wait_for
+from tests.conftest import one_line
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
-
-
-def one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def test_cell_db_upgrade_then_status(tmp_path, capsys):

@@ -9,14 +9,7 @@ import pytest
 from billeting import cli
 from billeting.apidb import cell_mappings
 from billeting.apidb.engine import make_engine
-
-
-def one_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
+from tests.conftest import one_line
 
 
 @pytest.fixture
