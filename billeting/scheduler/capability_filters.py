@@ -90,6 +90,15 @@ def maxphysaddr_bits(record: HostRecord) -> int | None:
         return None
 
 
+def enough_bits(record: HostRecord, wanted: int | None) -> bool:
+    """The host has at least ``wanted`` physical address bits, or does not
+    say (Nova passes a host that reports none)."""
+    if wanted is None:
+        return True
+    bits = maxphysaddr_bits(record)
+    return bits is None or bits >= wanted
+
+
 def _positive(text: str | None) -> int | None:
     """A count of bits as a flavor or image writes it; None when it is not one."""
     text = (text or "").strip()
@@ -152,11 +161,7 @@ class ComputeCapabilitiesFilter(Filter):
             for key, requirement in specs.if_stat:
                 if key in stats and not matches(str(stats[key]), requirement):
                     return False
-        if specs.maxphysaddr_bits is not None:
-            bits = maxphysaddr_bits(record)
-            if bits is not None and bits < specs.maxphysaddr_bits:
-                return False
-        return True
+        return enough_bits(record, specs.maxphysaddr_bits)
 
 
 # --- ImagePropertiesFilter --------------------------------------------------------------
@@ -275,8 +280,4 @@ class ImagePropertiesFilter(Filter):
         if wants.version is not None and record.hypervisor_version:
             if not wants.version(version_of(record.hypervisor_version)):
                 return False
-        if wants.maxphysaddr_bits is not None:
-            bits = maxphysaddr_bits(record)
-            if bits is not None and bits < wants.maxphysaddr_bits:
-                return False
-        return True
+        return enough_bits(record, wants.maxphysaddr_bits)
