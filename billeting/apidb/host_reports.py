@@ -24,13 +24,11 @@ from sqlalchemy.exc import IntegrityError
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
 from billeting.placement.store.tx import Retry, run_read
-from billeting.scheduler.catalog import HostReport, SupportedInstance
+from billeting.scheduler.catalog import CAPABILITY_JSON, HostReport, SupportedInstance, json_facts, json_text
 
 DOWN_AFTER_S = 60.0
 FIELDS = ("service_host", "cell", "enabled", "up", "failed_builds", "num_instances", "num_io_ops",
           "hypervisor_type", "hypervisor_version")
-# Fields kept as JSON text.
-JSON_FIELDS = ("cpu_info", "supported_instances", "stats")
 
 
 class ReportFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -71,13 +69,9 @@ class StoredReport(msgspec.Struct, frozen=True, kw_only=True):
                           cpu_info=f.cpu_info, supported_instances=f.supported_instances, stats=f.stats)
 
 
-def json_text(value) -> str | None:
-    return msgspec.json.encode(value).decode() if value is not None else None
-
-
 def _stored(row) -> StoredReport:
     values = {k: getattr(row, k) for k in FIELDS}
-    values.update({k: msgspec.json.decode(text) for k in JSON_FIELDS if (text := getattr(row, k)) is not None})
+    values.update(json_facts(row))
     return StoredReport(name=row.name, fields=msgspec.convert(values, ReportFields),
                         last_heartbeat=row.last_heartbeat, updated_at=row.updated_at)
 
@@ -86,7 +80,7 @@ def put(conn: Connection, name: str, fields: ReportFields, *, heartbeat: bool) -
     """Replace the report of ``name``; (the report, True when it is new)."""
     now = utcnow()
     values = {k: getattr(fields, k) for k in FIELDS}
-    values.update({k: json_text(getattr(fields, k)) for k in JSON_FIELDS})
+    values.update({k: json_text(getattr(fields, k)) for k in CAPABILITY_JSON})
     row = conn.execute(select(t.host_reports).where(t.host_reports.c.name == name).with_for_update()).first()
     if row is None:
         try:

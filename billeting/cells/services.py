@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, delete, insert, select, update
 from billeting.cells import tables as t
 from billeting.cells.instances import utcnow
 from billeting.placement.store.tx import run_read, run_write
+from billeting.scheduler.catalog import json_facts, json_text
 
 COMPUTE = "billeting-compute"
 CONDUCTOR = "billeting-conductor"
@@ -147,17 +148,9 @@ class ComputeNodeRecord(msgspec.Struct, frozen=True, kw_only=True):
     capabilities: NodeCapabilities = NodeCapabilities()
 
 
-def _json(value) -> str | None:
-    return msgspec.json.encode(value).decode() if value is not None else None
-
-
 def node_capabilities(row) -> NodeCapabilities:
     """The capabilities a compute node row holds (columns left NULL: not reported)."""
-    found = {"hypervisor_version": row.hypervisor_version}
-    for name in ("cpu_info", "supported_instances", "stats"):
-        text = getattr(row, name)
-        if text is not None:
-            found[name] = msgspec.json.decode(text)
+    found = {"hypervisor_version": row.hypervisor_version, **json_facts(row)}
     return msgspec.convert({k: v for k, v in found.items() if v is not None}, NodeCapabilities)
 
 
@@ -179,8 +172,8 @@ def save_node(engine: Engine, usage: NodeUsage) -> None:
                    local_gb_used=usage.local_gb_used, updated_at=now)
     caps = usage.capabilities
     if caps is not None:
-        figures.update(hypervisor_version=caps.hypervisor_version, cpu_info=_json(caps.cpu_info),
-                       supported_instances=_json(list(caps.supported_instances)), stats=_json(caps.stats))
+        figures.update(hypervisor_version=caps.hypervisor_version, cpu_info=json_text(caps.cpu_info),
+                       supported_instances=json_text(list(caps.supported_instances)), stats=json_text(caps.stats))
 
     def work(conn: Connection) -> None:
         c = t.compute_nodes.c

@@ -27,6 +27,18 @@ SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 # (architecture, hypervisor type, vm mode): one kind of guest a host can run.
 SupportedInstance = tuple[str, str, str]
+# The capability facts the stores (host reports, compute nodes) keep as JSON text.
+CAPABILITY_JSON = ("cpu_info", "supported_instances", "stats")
+
+
+def json_text(value) -> str | None:
+    """A capability fact as its column keeps it (None: not reported)."""
+    return msgspec.json.encode(value).decode() if value is not None else None
+
+
+def json_facts(row) -> dict[str, Any]:
+    """The JSON-text capability columns of ``row`` that hold something, decoded."""
+    return {name: msgspec.json.decode(text) for name in CAPABILITY_JSON if (text := getattr(row, name)) is not None}
 
 
 class HostRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -6,6 +6,7 @@ from billeting.apidb import host_reports as store
 from billeting.apidb.aggregates import utcnow
 from billeting.apidb.host_reports import ReportFields, StoredReport
 from billeting.placement.store.tx import run_read, run_write
+from billeting.scheduler.catalog import CAPABILITY_JSON, json_text
 from billeting.scheduler.service.errors import BadRequest, NotFound
 from billeting.scheduler.service.views import HostView, iso
 
@@ -35,8 +36,8 @@ def put(service, name: str, fields: ReportFields, *, heartbeat: bool) -> tuple[H
         value = getattr(fields, counter)
         if value is not None and value < 0:
             raise BadRequest(f"{counter} must not be negative")
-    for field in store.JSON_FIELDS:
-        text = store.json_text(getattr(fields, field))
+    for field in CAPABILITY_JSON:
+        text = json_text(getattr(fields, field))
         if text is not None and len(text.encode()) > MAX_JSON:
             raise BadRequest(f"{field} takes at most {MAX_JSON} bytes as JSON")
     report, created = run_write(service.engine, lambda conn: store.put(conn, name, fields, heartbeat=heartbeat))
