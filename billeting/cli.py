@@ -219,6 +219,13 @@ def _sqlite_file(url: str) -> str | None:
     return parsed.database
 
 
+def missing_sqlite_file(url: str) -> str | None:
+    """The file behind an SQLite URL when it does not exist: connecting would
+    create it, which read-only commands must not do."""
+    sqlite_file = _sqlite_file(url)
+    return sqlite_file if sqlite_file is not None and not os.path.exists(sqlite_file) else None
+
+
 def _hide_password(url: str) -> str:
     try:
         return make_url(url).render_as_string(hide_password=True)
@@ -338,8 +345,7 @@ def read_revision(target: DatabaseTarget, current_revision: Callable[[Engine], s
     """``current_revision`` of ``target`` for the read-only ``status`` commands:
     None for an SQLite file that does not exist (nothing may be created), one
     line when the database cannot be read (e.g. a file that is not SQLite)."""
-    sqlite_file = _sqlite_file(target.url)
-    if sqlite_file is not None and not os.path.exists(sqlite_file):
+    if missing_sqlite_file(target.url):
         return None
     engine = connect_engine(target, read_only=True)
     try:

@@ -17,7 +17,6 @@ import os
 import signal
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 LOG = logging.getLogger("billeting")
 
@@ -32,12 +31,11 @@ def _cli():
 def default_cell_db(cell: str, *, create: bool = True) -> str:
     """The embedded SQLite file of a cell in the per-user data directory
     (created unless ``create`` is false: read-only commands)."""
-    import platformdirs
+    from billeting.config import default_data_dir, ensure_default_data_dir
 
-    data_dir = Path(platformdirs.user_data_dir("billeting"))
     if create:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{data_dir / f'cell-{cell}.sqlite'}"
+        ensure_default_data_dir()
+    return f"sqlite:///{default_data_dir() / f'cell-{cell}.sqlite'}"
 
 
 def default_transport(cell: str) -> str:
@@ -253,8 +251,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             if name in engines:
                 raise _cli().CliError(f"cell {name} is named twice")
             url = cell_db_url(argparse.Namespace(cell_db=url, cell=name))[0]
-            sqlite_file = _cli()._sqlite_file(url)
-            if sqlite_file is not None and not os.path.exists(sqlite_file):  # connecting would create it
+            if _cli().missing_sqlite_file(url):
                 raise _cli().CliError(f"cell {name}'s database {shown(url)}: no such file")
             engine = _engine_for(url)
             engines[name] = engine

@@ -205,13 +205,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audit_database(args: argparse.Namespace, progress):
-    from billeting.cli import _sqlite_file, connect_engine, resolve_database, settings_from_args
+    from billeting.cli import connect_engine, missing_sqlite_file, resolve_database, settings_from_args
     from billeting.placement.store import migrate
     from billeting.placement.tools import audit as audits
 
     target = resolve_database(settings_from_args(args))
-    sqlite_file = _sqlite_file(target.url)
-    if sqlite_file is not None and not os.path.exists(sqlite_file):  # connecting would create it
+    if missing_sqlite_file(target.url):
         raise ToolError(f"database {target.shown}: no such file")
     engine = connect_engine(target)
     try:
