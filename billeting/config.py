@@ -207,7 +207,7 @@ def load_settings(flags: dict[str, object], environ: dict[str, str] | None = Non
     return settings
 
 
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")  # what every command takes
 
 
 def check_settings(settings: Settings) -> None:
@@ -234,5 +234,5 @@ def check_settings(settings: Settings) -> None:
     if settings.metrics_access not in ("open", "policy"):
         raise SettingsError(f"metrics_access must be open or policy, not {settings.metrics_access!r}")
     settings.log_level = str(settings.log_level).upper()
-    if settings.log_level not in _LOG_LEVELS:
-        raise SettingsError(f"log_level must be one of {', '.join(_LOG_LEVELS)}")
+    if settings.log_level not in LOG_LEVELS:
+        raise SettingsError(f"log_level must be one of {', '.join(LOG_LEVELS)}")

@@ -21,6 +21,8 @@ import threading
 import uuid as uuidlib
 from pathlib import Path
 
+from billeting.config import LOG_LEVELS
+
 LOG = logging.getLogger("billeting")
 
 # What ``start`` writes into the state directory (SQLite adds -wal/-shm/-journal).
@@ -195,7 +197,7 @@ def usage_problem(a: argparse.Namespace) -> str | None:
               (a.disk_gb >= 0, "--disk-gb must be at least 0"), (a.build_time >= 0, "--build-time must be at least 0"),
               (0 <= a.failure_rate <= 1, "--failure-rate must be between 0 and 1"),
               (1 <= a.port_base <= 65535 - 5, "--port-base must be between 1 and 65530 (it uses N to N+5)"),
-              (a.log_level.upper() in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+              (a.log_level.upper() in LOG_LEVELS,
                "--log-level must be DEBUG, INFO, WARNING or ERROR")]
     return next((text for ok, text in checks if not ok), None) or state_dir_problem(a.state_dir)
 

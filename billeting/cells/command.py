@@ -18,6 +18,8 @@ import signal
 import threading
 from collections.abc import Callable
 
+from billeting.config import LOG_LEVELS, default_data_dir, ensure_default_data_dir
+
 LOG = logging.getLogger("billeting")
 
 DEFAULT_PLACEMENT_URL = "http://127.0.0.1:8778"
@@ -31,8 +33,6 @@ def _cli():
 def default_cell_db(cell: str, *, create: bool = True) -> str:
     """The embedded SQLite file of a cell in the per-user data directory
     (created unless ``create`` is false: read-only commands)."""
-    from billeting.config import default_data_dir, ensure_default_data_dir
-
     if create:
         ensure_default_data_dir()
     return f"sqlite:///{default_data_dir() / f'cell-{cell}.sqlite'}"
@@ -63,7 +63,7 @@ def add_cell_flags(parser: argparse.ArgumentParser, *, bus: bool = True) -> None
 
 def log_level(args: argparse.Namespace) -> str:
     level = (args.log_level or os.environ.get("BILLETING_LOG_LEVEL") or "INFO").upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+    if level not in LOG_LEVELS:
         raise _cli().CliError(f"log level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
     return level
 

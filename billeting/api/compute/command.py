@@ -18,8 +18,9 @@ import functools
 import logging
 import os
 
-from billeting.conductor import super_command
 from billeting.cli_pools import add_pool_flags
+from billeting.conductor import super_command
+from billeting.config import LOG_LEVELS
 
 LOG = logging.getLogger("billeting")
 
@@ -186,7 +187,7 @@ def cmd_serve(args) -> int:
     from billeting.serving import ServeOptions, run
 
     args.log_level = args.log_level.upper()
-    if args.log_level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+    if args.log_level not in LOG_LEVELS:
         raise cli.UsageError(f"--log-level {args.log_level}: expected DEBUG, INFO, WARNING or ERROR")
     if not 1 <= args.port <= 65535:
         raise cli.UsageError(f"--port must be between 1 and 65535, not {args.port}")

@@ -26,7 +26,7 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 
-from billeting.config import SettingsError, convert_setting, read_config_file
+from billeting.config import LOG_LEVELS, SettingsError, convert_setting, read_config_file
 from billeting.scheduler.settings import DEFAULT_MULTIPLIERS, SchedulerSettings
 from billeting.serving.options import MAX_THREADS, MAX_WORKERS
 
@@ -153,9 +153,6 @@ def load(flags: dict[str, object], environ: dict[str, str] | None = None) -> Ser
     return config
 
 
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
 def check(config: ServiceConfig) -> None:
     if config.auth not in ("noauth2", "keystone"):
         raise SettingsError(f"auth must be noauth2 or keystone, not {config.auth!r}")
@@ -171,8 +168,8 @@ def check(config: ServiceConfig) -> None:
         if getattr(config, name) < 0:
             raise SettingsError(f"{name} must not be negative")
     config.log_level = str(config.log_level).upper()
-    if config.log_level not in _LOG_LEVELS:
-        raise SettingsError(f"log_level must be one of {', '.join(_LOG_LEVELS)}")
+    if config.log_level not in LOG_LEVELS:
+        raise SettingsError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
     try:
         config.scheduler_settings().check()
         from billeting.scheduler import filters, weighers
