@@ -187,17 +187,21 @@ class DatabaseTarget:
 
 
 def resolve_database(settings: Settings) -> DatabaseTarget:
+    return database_target(settings.db or default_db_url(), embedded=not settings.db)
+
+
+def database_target(raw: str, *, embedded: bool, what: str = "database") -> DatabaseTarget:
+    """``raw`` normalized; an unsupported driver or a malformed URL is a usage error."""
     from billeting.placement.store.engine import UnsupportedDatabase, normalize_url
 
-    raw = settings.db or default_db_url()
     try:
         url = normalize_url(raw)
     except (ArgumentError, ValueError) as exc:
         if isinstance(exc, UnsupportedDatabase):
             raise UsageError(str(exc)) from None
-        raise UsageError(f"invalid database URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
+        raise UsageError(f"invalid {what} URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
                        "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
-    return DatabaseTarget(url=url, shown=_hide_password(url), embedded=not settings.db)
+    return DatabaseTarget(url=url, shown=_hide_password(url), embedded=embedded)
 
 
 def prepare_embedded(target: DatabaseTarget) -> None:

@@ -32,6 +32,7 @@ from billeting.cli import (
     check_listen,
     configure_logging,
     connect_engine,
+    database_target,
     read_revision,
 )
 from billeting.cli_pools import add_pool_flags
@@ -142,20 +143,9 @@ def load_config(args: argparse.Namespace) -> ServiceConfig:
 # --- the API database ---------------------------------------------------------
 
 def database(config: ServiceConfig, *, create: bool = True) -> DatabaseTarget:
-    from sqlalchemy.exc import ArgumentError
+    from billeting.apidb.engine import default_url
 
-    from billeting.apidb.engine import default_url, normalize_url
-    from billeting.placement.store.engine import UnsupportedDatabase
-
-    raw = config.db or default_url(create=create)
-    try:
-        url = normalize_url(raw)
-    except (ArgumentError, ValueError) as exc:
-        if isinstance(exc, UnsupportedDatabase):
-            raise UsageError(str(exc)) from None
-        raise UsageError(f"invalid database URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
-                       "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
-    return DatabaseTarget(url=url, shown=_hide_password(url), embedded=not config.db)
+    return database_target(config.db or default_url(create=create), embedded=not config.db)
 
 
 def upgrade(engine, target: DatabaseTarget) -> tuple[str | None, str]:

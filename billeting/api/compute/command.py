@@ -73,21 +73,14 @@ def _api_engine(args):
     """The API database, migrated; a bad URL or a database that cannot be
     used is one line (the workers call this too, after the master did)."""
     from alembic.util import CommandError
-    from sqlalchemy.exc import ArgumentError, DBAPIError
+    from sqlalchemy.exc import DBAPIError
 
     from billeting import cli
     from billeting.apidb import migrate
     from billeting.apidb.engine import default_url, make_engine
-    from billeting.placement.store.engine import UnsupportedDatabase
 
     raw = args.db or os.environ.get("BILLETING_API_DB") or default_url()
-    try:
-        engine = make_engine(raw)
-    except UnsupportedDatabase as exc:
-        raise cli.UsageError(str(exc)) from None
-    except (ArgumentError, ValueError):
-        raise cli.UsageError(f"invalid API database URL {cli._hide_password(raw)!r}: expected sqlite:///PATH, "
-                             "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
+    engine = make_engine(cli.database_target(raw, embedded=False, what="API database").url)
     try:
         migrate.upgrade(engine)
     except (DBAPIError, CommandError) as exc:
