@@ -15,7 +15,9 @@ How overcommit is prevented, on every backend:
 2. decide admission in Python,
 3. compare-and-set every one of those generations
    (``UPDATE ... SET generation = seen + 1 WHERE id = :id AND generation = :seen``),
-4. then delete/insert the allocation rows.
+4. then delete/insert the allocation rows,
+5. and move each inventory row's kept usage (``inventories.used``, what the
+   candidates query reads) by what the rows changed (``count_usage``).
 
 Any writer that adds usage to a provider bumps that provider's generation
 in its own transaction. If such a writer commits after the snapshot of our
@@ -53,7 +55,7 @@ import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, bindparam, func, literal, or_, select
+from sqlalchemy import Connection, bindparam, func, literal, or_, select, update
 
 from billeting.placement import consumers, errors, names, providers
 from billeting.placement.consumers import Consumer, Owner
@@ -172,12 +174,12 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
 
     # Rule 1: what the named consumers hold now. Cleared consumers' providers
     # are bumped too (spec 1.10), so they must be known before generations are read.
-    held = _held_provider_ids(conn, [c.id for c in existing.values()])
+    held = _held(conn, [c.id for c in existing.values()])
     cleared_ids: set[int] = set()
     for write in writes:
         consumer = existing.get(write.consumer_uuid)
         if consumer is not None and not write.resources:
-            cleared_ids |= held.get(consumer.id, set())
+            cleared_ids |= {provider_id for provider_id, _ in held.get(consumer.id, {})}
 
     # Step 1 of the no-overcommit protocol: generations, inventories and
     # usage from one snapshot (see module doc).
@@ -230,8 +232,36 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
         conn.execute(_a.delete().where(_a.c.consumer_id.in_(old_owner_ids)))
     if rows:
         conn.execute(_a.insert(), rows)
+    change: dict[tuple[int, int], int] = {}
+    for amounts_held in held.values():
+        for pair, amount in amounts_held.items():
+            change[pair] = change.get(pair, 0) - amount
+    for row in rows:
+        pair = (row["resource_provider_id"], row["resource_class_id"])
+        change[pair] = change.get(pair, 0) + row["used"]
+    count_usage(conn, change)
     consumers.delete(conn, cleared_consumers)              # rule 7
     return bumped
+
+
+# ``used = used + delta`` is atomic under the row lock it takes on every
+# backend, so writers that do not lock the provider (those only giving usage
+# back) cannot lose each other's changes.
+_COUNT_USAGE = (update(t.inventories)
+                .where(t.inventories.c.resource_provider_id == bindparam("provider_id"),
+                       t.inventories.c.resource_class_id == bindparam("class_id"))
+                .values(used=t.inventories.c.used + bindparam("delta")))
+
+
+def count_usage(conn: Connection, change: dict[tuple[int, int], int]) -> None:
+    """Keep ``inventories.used`` in step with allocation rows this
+    transaction wrote: ``change`` maps (provider id, class id) to the
+    difference. Rows are updated in (provider, class) order, the order every
+    writer takes these row locks in, so two writers cannot deadlock on them.
+    A pair without an inventory row (none can hold allocations) is skipped."""
+    rows = [{"provider_id": p, "class_id": c, "delta": d} for (p, c), d in sorted(change.items()) if d]
+    if rows:
+        conn.execute(_COUNT_USAGE, rows)
 
 
 def _ordered_providers(writes: Sequence[ConsumerWrite]) -> list[str]:
@@ -243,14 +273,16 @@ def _ordered_providers(writes: Sequence[ConsumerWrite]) -> list[str]:
     return list(seen)
 
 
-def _held_provider_ids(conn: Connection, consumer_ids: list[int]) -> dict[int, set[int]]:
+def _held(conn: Connection, consumer_ids: list[int]) -> dict[int, dict[tuple[int, int], int]]:
+    """Per consumer id, what it holds now by (provider id, class id)."""
     if not consumer_ids:
         return {}
-    held: dict[int, set[int]] = {}
-    rows = conn.execute(select(_a.c.consumer_id, _a.c.resource_provider_id).distinct()
+    held: dict[int, dict[tuple[int, int], int]] = {}
+    rows = conn.execute(select(_a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used)
                         .where(_a.c.consumer_id.in_(consumer_ids)))
-    for row in rows:
-        held.setdefault(row.consumer_id, set()).add(row.resource_provider_id)
+    for consumer_id, provider_id, class_id, used in rows:
+        amounts = held.setdefault(consumer_id, {})
+        amounts[(provider_id, class_id)] = amounts.get((provider_id, class_id), 0) + int(used)
     return held
 
 
@@ -452,15 +484,56 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     allocations referencing a consumer row this transaction deletes.
     """
     consumer = consumers.get(conn, consumer_uuid) if _storable(consumer_uuid) else None
-    has_rows = consumer is not None and conn.execute(
-        select(_a.c.id).where(_a.c.consumer_id == consumer.id).limit(1)).first() is not None
-    if not has_rows:
+    # Read before the compare-and-set: rows changed after this read changed
+    # the consumer generation too, and the compare-and-set re-runs the unit.
+    held = _held(conn, [consumer.id]).get(consumer.id, {}) if consumer is not None else {}
+    if not held:
         raise errors.NotFound(f"No allocations for consumer '{consumer_uuid}'")
     consumers.bump_generation(conn, consumer)
     conn.execute(_a.delete().where(_a.c.consumer_id == consumer.id))
+    count_usage(conn, {pair: -amount for pair, amount in held.items()})
     consumers.delete(conn, [consumer.id])
 
 
 def _newest(stamps) -> dt.datetime | None:
     present = [s for s in stamps if s is not None]
     return max(present) if present else None
+
+
+# --- the usage kept on inventories ---------------------------------------------------
+
+@dataclass(slots=True, frozen=True)
+class UsageOutOfStep:
+    """An inventory row whose kept usage is not the sum of its allocations."""
+
+    provider_id: int
+    class_id: int
+    kept: int
+    allocated: int
+
+
+def _allocated_per_inventory():
+    """The inventories table, and the sum of each of its rows' allocations
+    (a sub-select correlated on the row)."""
+    inv = t.inventories
+    allocated = (select(func.coalesce(func.sum(_a.c.used), 0))
+                 .where(_a.c.resource_provider_id == inv.c.resource_provider_id,
+                        _a.c.resource_class_id == inv.c.resource_class_id)
+                 .scalar_subquery())
+    return inv, allocated
+
+
+def usage_out_of_step(conn: Connection) -> list[UsageOutOfStep]:
+    """Inventory rows whose ``used`` differs from their allocations: none,
+    unless allocation rows were written around Placement (restores, repairs)."""
+    inv, allocated = _allocated_per_inventory()
+    rows = conn.execute(select(inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.used, allocated)
+                        .where(inv.c.used != allocated)
+                        .order_by(inv.c.resource_provider_id, inv.c.resource_class_id))
+    return [UsageOutOfStep(p, c, int(kept), int(total)) for p, c, kept, total in rows]
+
+
+def recount_usage(conn: Connection) -> int:
+    """Set every inventory's ``used`` from its allocations; returns the rows changed."""
+    inv, allocated = _allocated_per_inventory()
+    return conn.execute(update(inv).where(inv.c.used != allocated).values(used=allocated)).rowcount

@@ -201,7 +201,8 @@ def replace_inventories(conn: Connection, provider: Provider | ProviderKey,
     for name, record in records.items():
         row = existing.get(name)
         if row is not None:
-            changed.append({"inventory_id": row.inventory_id, **_values(record), "updated_at": now})
+            changed.append({"inventory_id": row.inventory_id, "class_id": row.resource_class_id,
+                            **_values(record), "updated_at": now})
             stored[name] = _stamped(record, row.created_at, now)
         else:
             new_rows.append({"resource_provider_id": provider.id, "resource_class_id": wanted_ids[name],
@@ -212,6 +213,9 @@ def replace_inventories(conn: Connection, provider: Provider | ProviderKey,
             conn.execute(_inv.delete().where(_inv.c.resource_provider_id == provider.id,
                                              _inv.c.resource_class_id.in_(removed.values())))
         if changed:
+            # In class order: allocation writes lock a provider's inventory
+            # rows in that order too (allocations.count_usage).
+            changed.sort(key=lambda values: values["class_id"])
             conn.execute(_UPDATE_BY_ID, changed)
         if new_rows:
             conn.execute(_inv.insert(), new_rows)

@@ -6,6 +6,7 @@ import uuid as uuidlib
 
 from sqlalchemy import select
 
+from billeting.placement import allocations
 from billeting.placement.store import tables as t
 
 
@@ -25,9 +26,11 @@ def allocate(engine, rp_uuid: str, rc: str, used: int) -> str:
         user = conn.execute(t.users.insert().values(external_id=f"u-{tag}")).inserted_primary_key[0]
         consumer = conn.execute(t.consumers.insert().values(
             uuid=consumer_uuid, project_id=project, user_id=user, generation=1)).inserted_primary_key[0]
+        rp_id = provider_id(conn, rp_uuid)
         conn.execute(t.allocations.insert().values(
-            resource_provider_id=provider_id(conn, rp_uuid), consumer_id=consumer,
-            resource_class_id=rc_id, used=used))
+            resource_provider_id=rp_id, consumer_id=consumer, resource_class_id=rc_id, used=used))
+        # As Placement's own writes do: the inventory row keeps the usage.
+        allocations.count_usage(conn, {(rp_id, rc_id): used})
     return consumer_uuid
 
 

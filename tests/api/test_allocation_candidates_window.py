@@ -10,7 +10,6 @@ import uuid
 
 import pytest
 
-from tests.api.direct_rows import add_aggregates
 from tests.api.test_allocation_candidates_fleet import Fleet
 
 pytestmark = pytest.mark.usefixtures("summary_paths")
@@ -60,71 +59,3 @@ def test_bounded_scan_admits_what_the_full_query_admits(client, seed):
         assert len(small.json["allocation_requests"]) == min(7, len(full.json["allocation_requests"]))
         assert 0 < len(full.json["allocation_requests"]) < 40, query  # the fleet tells them apart
 
-
-@pytest.mark.parametrize("seed", [4, 5])
-def test_fleetwide_answer_is_the_probes_answer(client, engine, monkeypatch, seed):
-    """SQLite answers an unbounded flat query with the capacity test in Python
-    on the summaries' usage (``candidates.fleetwide``); the correlated probes
-    it replaces must give the very same body, summaries' usage included, for
-    every microversion form of the answer."""
-    if engine.dialect.name != "sqlite":
-        pytest.skip("the fleetwide path is SQLite's")
-    from billeting.placement.candidates import fleetwide
-
-    rng = random.Random(seed)
-    fleet = _random_fleet(client, rng, 40)
-    agg = str(uuid.uuid4())
-    for name in ("h01", "h02", "h03", "h17"):
-        add_aggregates(engine, fleet.uuid[name], agg)
-    queries = [("1.39", "resources=VCPU:2,MEMORY_MB:1024"),
-               ("1.39", "resources=VCPU:3,MEMORY_MB:2048,DISK_GB:10&root_required=!COMPUTE_STATUS_DISABLED"),
-               ("1.39", f"resources=VCPU:1&member_of={agg}"),  # a few providers: usage read for them only
-               ("1.39", "resources=VCPU:100"),  # none
-               ("1.26", "resources=MEMORY_MB:512"),  # summaries of the requested classes only
-               ("1.10", "resources=DISK_GB:4")]  # list-form requests
-    for mv, query in queries:
-        monkeypatch.setattr(fleetwide, "applies", lambda *a, **k: False)
-        probed = client.get(f"/allocation_candidates?{query}", mv=mv)
-        monkeypatch.undo()
-        answered = client.get(f"/allocation_candidates?{query}", mv=mv)
-        assert probed.status == answered.status == 200
-        assert answered.json == probed.json, query
-
-
-def test_fleetwide_answer_is_the_probes_answer_on_trees_before_1_29(client, engine, monkeypatch):
-    """Below 1.29 a nested fleet is answered provider by provider with the
-    providers' own summaries, so the fleetwide path serves it too; tree-wide
-    rules (the root's aggregates and forbidden traits) must hold as before."""
-    if engine.dialect.name != "sqlite":
-        pytest.skip("the fleetwide path is SQLite's")
-    from billeting.placement.candidates import fleetwide
-
-    fleet = Fleet(client)
-    agg = str(uuid.uuid4())
-    for i in range(6):
-        root = f"cn{i}"
-        fleet.provider(root, inventory={"VCPU": 8, "MEMORY_MB": 4096}, aggregates=[agg] if i % 2 else (),
-                       traits=["COMPUTE_STATUS_DISABLED"] if i == 5 else ())
-        fleet.provider(f"{root}-nic", parent=root, inventory={"SRIOV_NET_VF": 4},
-                       traits=["CUSTOM_PHYSNET_A"] if i % 3 else ())
-        fleet.allocate({root: {"VCPU": i + 2}, f"{root}-nic": {"SRIOV_NET_VF": i % 4 + 1}})
-    # (mv, query, answered by the fleetwide path: one provider per answer)
-    queries = [("1.26", "resources=VCPU:4", True),
-               ("1.26", "resources=VCPU:1,MEMORY_MB:512", False),  # tree-wide, two classes: combined
-               ("1.26", "resources=SRIOV_NET_VF:2", True),
-               ("1.26", f"resources=SRIOV_NET_VF:1&member_of={agg}", True),  # the root's aggregate counts
-               ("1.28", "resources1=SRIOV_NET_VF:1&required1=CUSTOM_PHYSNET_A", True),
-               ("1.28", "resources=VCPU:2&required=!COMPUTE_STATUS_DISABLED", True)]
-    for mv, query, direct in queries:
-        monkeypatch.setattr(fleetwide, "applies", lambda *a, **k: False)
-        probed = client.get(f"/allocation_candidates?{query}", mv=mv)
-        monkeypatch.undo()
-        calls = []
-        real = fleetwide.find
-        monkeypatch.setattr(fleetwide, "find", lambda *a, **k: calls.append(1) or real(*a, **k))
-        answered = client.get(f"/allocation_candidates?{query}", mv=mv)
-        monkeypatch.undo()
-        assert bool(calls) == direct, query
-        assert probed.status == answered.status == 200, (query, answered)
-        assert answered.json == probed.json, query
-        assert answered.json["allocation_requests"], query  # each query finds something

@@ -154,12 +154,8 @@ def test_flat_candidates_answer_from_one_moment_while_providers_come_and_go(clie
         other.provider("h4", inventory={"VCPU": 8, "MEMORY_MB": 1024})
         _allocate(writer, fleet.uuid["h1"], str(uuidlib.uuid4()), 2)
 
-    # Between the candidates query and the next read: the summaries on
-    # PostgreSQL and MariaDB, the usage both share on SQLite (candidates.fleetwide).
-    if engine.dialect.name == "sqlite":
-        intrusion = Intrusion(monkeypatch, summary_cache, "usage_of", churn)
-    else:
-        intrusion = Intrusion(monkeypatch, summaries, "load", churn)
+    # Between the candidates query and the summaries' reads.
+    intrusion = Intrusion(monkeypatch, summaries, "load", churn)
     during = answer(client, query)
     intrusion.check()
     assert during == before

@@ -146,7 +146,7 @@ def test_summary_cache_hits_and_size_are_reported(client, create_provider, summa
     hits = value("billeting_placement_summary_cache_lookups_total", result="hit")
     misses = value("billeting_placement_summary_cache_lookups_total", result="miss")
     for _ in range(2):
-        # (limited: SQLite's unbounded answers always use the cache, see candidates.fleetwide)
+        # (limited: small answers only take the cache when the fixture says so)
         assert client.get("/allocation_candidates?resources=VCPU:1&limit=10", mv="1.39").status == 200
     if summary_paths == "cached":
         assert value("billeting_placement_summary_cache_lookups_total", result="miss") == misses + 1

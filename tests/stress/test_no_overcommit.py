@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from billeting.placement import allocations
 from tests.stress.harness import ApiClient, Exchange, Journal, PlacementServer
 from tests.stress.workload import (
     CONSUMER_GENERATION,
@@ -298,6 +299,11 @@ def test_concurrent_writers_never_overcommit(engine, db_url, test_database, tmp_
         final.close()
         checks_s = time.monotonic() - checks_started
     reasons = _scan_journal(journal, clients, findings)
+    # The usage kept on inventory rows (what candidates read) stayed the sum
+    # of the allocations through every concurrent write.
+    with engine.connect() as conn:
+        out_of_step = allocations.usage_out_of_step(conn)
+    findings.check(not out_of_step, f"kept usage differs from the allocations: {out_of_step[:5]}")
     log = server.log_tail(10_000)
     findings.check("Traceback" not in log, f"server logged a traceback:\n{server.log_tail()}")
 

@@ -1,11 +1,10 @@
 """SQLite's query plans for single-provider candidates stay index-driven.
 
 SQLite keeps no statistics unless ANALYZE runs, so it picks indexes by rule.
-Two plans made the simulator's 5,000-host fleet slow down as it filled
-(BENCHMARKS.md, "Simulator at scale"): the bounded scan's usage read every
-allocation of each requested class through the index on the class alone,
-and an unbounded query summed every allocation per class before joining.
-These tests read the plan SQLite chose for the statements actually sent."""
+Usage used to be summed from allocations, and two plans made the
+simulator's 5,000-host fleet slow down as it filled (BENCHMARKS.md,
+"Simulator at scale"). Usage now sits on the inventory rows; these tests
+read the plans SQLite chose for the statements actually sent."""
 from __future__ import annotations
 
 import pytest
@@ -14,9 +13,6 @@ from sqlalchemy import event
 from tests.api.test_allocation_candidates_fleet import Fleet
 
 pytestmark = pytest.mark.usefixtures("summary_paths")
-
-CLASS_INDEX = "ix_allocations_resource_class_id"
-
 
 @pytest.fixture
 def sqlite_only(engine):
@@ -54,8 +50,8 @@ def _fleet(client, hosts: int) -> None:
         fleet.allocate({f"cn{i}": {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 10}})
 
 
-def _reads_allocations(statement: str) -> bool:
-    return "FROM allocations" in statement or "allocations AS alloc" in statement
+def _reads(table: str, statement: str) -> bool:
+    return f"FROM {table}" in statement or f"{table} AS" in statement or f"JOIN {table}" in statement
 
 
 @pytest.mark.parametrize("limit", ["&limit=5", ""])
@@ -67,14 +63,11 @@ def test_single_provider_queries_read_usage_by_provider(client, engine, sqlite_o
         assert resp.status == 200 and resp.json["allocation_requests"]
 
     plans = _plans(engine, run)
-    usage_plans = [details for statement, details in plans if _reads_allocations(statement)]
-    assert usage_plans, plans
-    for details in usage_plans:
-        # Usage comes from ranges or probes of (provider, class, used) ...
-        assert not any(CLASS_INDEX in d for d in details), details
-        # ... never from a pass over every allocation.
-        assert not any(d.startswith("SCAN alloc") for d in details), details
-    if not limit:
-        # Unbounded (candidates.fleetwide): the capacity test and the
-        # summaries share one read of the usage.
-        assert len(usage_plans) == 1, plans
+    # Usage is kept on the inventory rows: no candidates statement sums
+    # allocations, a table that grows with every instance.
+    assert not [statement for statement, _ in plans if _reads("allocations", statement)], plans
+    inventory_plans = [details for statement, details in plans if _reads("inventories", statement)]
+    assert inventory_plans, plans
+    for details in inventory_plans:
+        # Inventories are probed or ranged through an index, never scanned whole.
+        assert not any(d.startswith("SCAN inv") for d in details), details

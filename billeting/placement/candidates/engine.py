@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from sqlalchemy import Boolean, Connection, Integer, String, cast, func, literal_column, null, select, union_all
 
 from billeting.placement.candidates import (
-    fleetwide, names, search, sql, summaries, summary_cache, world as world_mod,
+    names, search, sql, summaries, summary_cache, world as world_mod,
 )
 from billeting.placement.candidates.combine import Combiner, Pick, dedupe_key, shared_pairs
 from billeting.placement.candidates.model import (
@@ -97,8 +97,8 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     tree_wide = search.is_tree_wide(group, world)
     sample = request.randomize and request.limit is not None and request.max_candidates < 0
     # Probing row by row pays off only when the scan stops early, except on
-    # SQLite: there a probe per provider on (provider, class) indexes beats
-    # summing every allocation per class and joining (it has no hash join).
+    # SQLite: there a probe per provider into the (provider, class) inventory
+    # index beats a set per class and a join (it has no hash join).
     bounded = needed is not None and not sample
     probe = bounded or (conn.dialect.name == "sqlite" and not sample)
     form = sql.probe_form(conn.dialect.name) if probe else sql.SET
@@ -109,9 +109,6 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     # keeps the probes (it may evaluate a CTE once per reference).
     set_capacity = bounded and conn.dialect.name != "mysql"
     flat_summaries = not (world.has_trees and request.nested_aware)
-    if fleetwide.applies(conn, bounded=bounded, sample=sample, flat_summaries=flat_summaries):
-        rows, by_id = fleetwide.find(conn, request, group, tree_wide, _summary_classes(request))
-        return _direct_result(conn, group, rows, by_id)
 
     def query(plan: sql.Plan, after: int = 0, upto: int = 0, batch: int = 0):
         plan.mark("direct", sample, bounded, set_capacity)

@@ -2,9 +2,8 @@
 
 Every predicate comes in two physical forms with the same meaning:
 
-* set form (``SET``): ``id IN (SELECT ...)`` with usage summed by a grouped
-  sub-select. The database hashes each set once, which is what a scan of the
-  whole fleet wants.
+* set form (``SET``): ``id IN (SELECT ...)``. The database hashes each set
+  once, which is what a scan of the whole fleet wants.
 * probe form (``probe_form(dialect)``): ``EXISTS``/scalar sub-selects keyed on
   the outer provider, so an index probe answers each row. That is what a
   query over a small window of trees (or with a ``LIMIT``) wants: the cost
@@ -32,17 +31,14 @@ from sqlalchemy import (
     ARRAY,
     BigInteger,
     ColumnElement,
-    Float,
     Integer,
     String,
     and_,
     bindparam,
-    case,
     cast,
     exists,
     false,
     func,
-    null,
     or_,
     select,
     true,
@@ -54,7 +50,6 @@ from billeting.placement.store import tables as t
 
 RP = t.resource_providers
 INV = t.inventories
-ALLOC = t.allocations
 RPT = t.resource_provider_traits
 RPA = t.resource_provider_aggregates
 AGG = t.placement_aggregates
@@ -64,7 +59,6 @@ ROOT = RP.alias("root")  # the anchor root in a window query
 OTHER = RP.alias("other")  # in_tree lookups
 SCOPE = RP.alias("scope")  # providers in scope of a summary query
 _INV = INV.alias("inv")
-_ALLOC = ALLOC.alias("alloc")
 _RPT = RPT.alias("rpt")
 _RPA = RPA.alias("rpa")
 _AGG = AGG.alias("agg")
@@ -247,28 +241,19 @@ def serves(plan: Plan, id_col, rc_id: int, amount: int, form: Form):
     high = plan.bind(amount, BigInteger)
     step = plan.bind(amount, BigInteger)
     need = plan.bind(amount, BigInteger)
-    rc_again = plan.bind(rc_id, Integer)
     if not plan.build:
         return None
-    inv, alloc = _INV, _ALLOC
-    fits = [inv.c.resource_class_id == rc, *unit_fits(inv, low, high, step)]
-    capacity = capacity_of(inv)
+    inv = _INV
+    conditions = (inv.c.resource_class_id == rc, *unit_fits(inv, low, high, step), fits_usage(inv, need))
     if form.correlated:
-        used = (select(cast(func.coalesce(func.sum(alloc.c.used), 0), BigInteger))
-                .where(alloc.c.resource_provider_id == inv.c.resource_provider_id,
-                       alloc.c.resource_class_id == rc_again)
-                .scalar_subquery())
-        return exists_(select(inv.c.id).where(
-            inv.c.resource_provider_id == id_col, *fits, used + need <= capacity), form)
-    usage = (select(alloc.c.resource_provider_id.label("rp_id"),
-                    cast(func.sum(alloc.c.used), BigInteger).label("used"))
-             .where(alloc.c.resource_class_id == rc_again)
-             .group_by(alloc.c.resource_provider_id)
-             .subquery())
-    serving = (select(inv.c.resource_provider_id)
-               .select_from(inv.outerjoin(usage, usage.c.rp_id == inv.c.resource_provider_id))
-               .where(*fits, func.coalesce(usage.c.used, 0) + need <= capacity))
-    return id_col.in_(serving)
+        return exists_(select(inv.c.id).where(inv.c.resource_provider_id == id_col, *conditions), form)
+    return id_col.in_(select(inv.c.resource_provider_id).where(*conditions))
+
+
+def fits_usage(inv, need):
+    """``need`` more fits beside the row's usage (spec 1.2): the one form of
+    the capacity comparison, so every query admits exactly the same providers."""
+    return inv.c.used + need <= capacity_of(inv)
 
 
 def serving_window(plan: Plan, low, high, resources: dict[int, int]):
@@ -276,53 +261,29 @@ def serving_window(plan: Plan, low, high, resources: dict[int, int]):
     ``resources`` amount: the capacity test of ``serves`` for a whole window
     of providers in one set-based pass (no correlated sub-select per row).
 
-    Each class's inventories in the window (an index range scan on
-    (class, provider)) and the window's usage per class are stacked and
-    grouped once by provider; a class whose inventory is missing or fails the unit
-    checks leaves its ``max(cap)`` NULL, which fails the comparison. The
-    comparison is the same expression as ``serves`` (used + amount <=
-    capacity, with the same types), so both forms admit exactly the same
-    providers. ``high`` is usually a scalar sub-select (the window's last id)."""
+    Each class's inventories in the window that pass the test (an index range
+    scan on (class, provider); the row carries its usage) are stacked, and a
+    provider qualifies when every class gave a row. ``high`` is usually a
+    scalar sub-select (the window's last id)."""
     plan.mark("serving_window", len(resources))
-    inv, alloc = _INV, _ALLOC
+    inv = _INV
     parts = []
-    checks = []
     for rc_id, amount in resources.items():
         rc = plan.bind(rc_id, Integer)
-        low_unit, high_unit, step = (plan.bind(amount, BigInteger) for _ in range(3))
+        low_unit, high_unit, step, need = (plan.bind(amount, BigInteger) for _ in range(4))
         if plan.build:
-            parts.append(select(inv.c.resource_provider_id.label("rp"), inv.c.resource_class_id.label("rc"),
-                                capacity_of(inv).label("cap"),
-                                cast(null(), BigInteger).label("used"))
+            parts.append(select(inv.c.resource_provider_id.label("rp"))
                          .where(inv.c.resource_class_id == rc, inv.c.resource_provider_id > low,
                                 inv.c.resource_provider_id <= high,
-                                *unit_fits(inv, low_unit, high_unit, step)))
-        rc_again = plan.bind(rc_id, Integer)
-        rc_cap = plan.bind(rc_id, Integer)
-        need = plan.bind(amount, BigInteger)
-        checks.append((rc_again, rc_cap, need))
-    rcs = plan.bind_list(sorted(resources), Integer)
+                                *unit_fits(inv, low_unit, high_unit, step), fits_usage(inv, need)))
+    if len(resources) == 1:
+        return parts[0] if plan.build else None
+    classes = plan.bind(len(resources), Integer)
     if not plan.build:
         return None
-    # Usage summed per (provider, class) before stacking: one row each, so
-    # the outer grouping takes max() of it (no sum over every inventory row).
-    # SQLite without statistics prefers the index on the class alone (every
-    # allocation of the class, growing with the fleet's fill) over the range
-    # of the window's providers on (provider, class, used); ``+ 0`` takes the
-    # class test out of index selection there.
-    alloc_rc = alloc.c.resource_class_id + 0 if plan.dialect == "sqlite" else alloc.c.resource_class_id
-    parts.append(select(alloc.c.resource_provider_id, alloc.c.resource_class_id, cast(null(), Float),
-                        cast(func.sum(alloc.c.used), BigInteger))
-                 .where(alloc_rc.in_(rcs), alloc.c.resource_provider_id > low,
-                        alloc.c.resource_provider_id <= high)
-                 .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id))
     x = union_all(*parts).subquery("stacked")
-    having = []
-    for rc_again, rc_cap, need in checks:
-        used = cast(func.coalesce(func.max(case((x.c.rc == rc_again, x.c.used))), 0), BigInteger)
-        capacity = func.max(case((x.c.rc == rc_cap, x.c.cap)))
-        having.append(used + need <= capacity)
-    return select(x.c.rp).group_by(x.c.rp).having(and_(*having))
+    # (provider, class) is unique in inventories: one row per class that fits.
+    return select(x.c.rp).group_by(x.c.rp).having(func.count() == classes)
 
 
 # --- traits and aggregates --------------------------------------------------

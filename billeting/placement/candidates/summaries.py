@@ -20,7 +20,6 @@ from sqlalchemy import (
     Connection,
     Float,
     Integer,
-    and_,
     cast,
     func,
     literal_column,
@@ -76,25 +75,16 @@ def _providers_query(plan: sql.Plan, roots, provider_ids, for_cache: bool = Fals
 def _details_query(plan: sql.Plan, roots, provider_ids, classes, with_traits: bool):
     """Inventories with usage (kind 0) and, when wanted, traits (kind 1) of the
     providers in scope, in one round trip."""
-    inv, alloc, rpt = sql.INV, sql.ALLOC, sql.RPT
-    usage_scope = _in_scope(plan, alloc.c.resource_provider_id, roots, provider_ids)
+    inv, rpt = sql.INV, sql.RPT
     scope = _in_scope(plan, inv.c.resource_provider_id, roots, provider_ids)
     plan.mark("classes", classes is not None, with_traits)
     wanted = plan.bind_list(sorted(classes), Integer) if classes is not None else None
     trait_scope = _in_scope(plan, rpt.c.resource_provider_id, roots, provider_ids) if with_traits else None
     if not plan.build:
         return None
-    # Usage summed only over the providers in scope, then outer-joined.
-    usage = (select(alloc.c.resource_provider_id.label("rp_id"), alloc.c.resource_class_id.label("rc_id"),
-                    cast(func.sum(alloc.c.used), BigInteger).label("used"))
-             .where(usage_scope)
-             .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id)
-             .subquery())
     inventories = (select(literal_column("0").label("kind"), inv.c.resource_provider_id,
                           inv.c.resource_class_id, inv.c.total, inv.c.reserved, inv.c.allocation_ratio,
-                          cast(func.coalesce(usage.c.used, 0), BigInteger))
-                   .select_from(inv.outerjoin(usage, and_(usage.c.rp_id == inv.c.resource_provider_id,
-                                                          usage.c.rc_id == inv.c.resource_class_id)))
+                          inv.c.used)
                    .where(scope))
     if wanted is not None:
         inventories = inventories.where(inv.c.resource_class_id.in_(wanted))
@@ -118,8 +108,7 @@ def _json_query(plan: sql.Plan, roots, provider_ids, classes, with_traits: bool,
     """(kind, provider, text, parent, root): kind 0 the body of the
     ``resources`` object, kind 1 the body of the ``traits`` list, kind 2
     (``with_providers``) the provider itself with its uuid."""
-    inv, alloc, rpt, rc, tr = sql.INV, sql.ALLOC, sql.RPT, t.resource_classes, t.traits
-    usage_scope = _in_scope(plan, alloc.c.resource_provider_id, roots, provider_ids)
+    inv, rpt, rc, tr = sql.INV, sql.RPT, t.resource_classes, t.traits
     scope = _in_scope(plan, inv.c.resource_provider_id, roots, provider_ids)
     plan.mark("json", classes is not None, with_traits)
     wanted = plan.bind_list(sorted(classes), Integer) if classes is not None else None
@@ -132,18 +121,11 @@ def _json_query(plan: sql.Plan, roots, provider_ids, classes, with_traits: bool,
     if not plan.build:
         return None
     no_id = cast(null(), Integer)
-    usage = (select(alloc.c.resource_provider_id.label("rp_id"), alloc.c.resource_class_id.label("rc_id"),
-                    cast(func.sum(alloc.c.used), BigInteger).label("used"))
-             .where(usage_scope)
-             .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id)
-             .subquery())
     entry = (literal('"') + rc.c.name + literal('":{"capacity":') + _capacity_text(plan.dialect, inv)
-             + literal(',"used":') + cast(func.coalesce(usage.c.used, 0), String) + literal("}"))
+             + literal(',"used":') + cast(inv.c.used, String) + literal("}"))
     resources = (select(literal_column("0").label("kind"), inv.c.resource_provider_id,
                         func.aggregate_strings(entry, ","), no_id, no_id)
-                 .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id)
-                              .outerjoin(usage, and_(usage.c.rp_id == inv.c.resource_provider_id,
-                                                     usage.c.rc_id == inv.c.resource_class_id)))
+                 .select_from(inv.join(rc, rc.c.id == inv.c.resource_class_id))
                  .where(scope)
                  .group_by(inv.c.resource_provider_id))
     if wanted is not None:
@@ -263,17 +245,13 @@ def facts(conn: Connection, provider_ids: Collection[int], classes: Collection[i
         return {}
 
     def query(plan: sql.Plan):
-        inv, alloc = sql.INV, sql.ALLOC
+        inv = sql.INV
         scope = sql.ids_in(plan, inv.c.resource_provider_id, provider_ids)
         wanted = plan.bind_list(sorted(classes), Integer)
         if not plan.build:
             return None
-        used = (select(cast(func.coalesce(func.sum(alloc.c.used), 0), BigInteger))
-                .where(alloc.c.resource_provider_id == inv.c.resource_provider_id,
-                       alloc.c.resource_class_id == inv.c.resource_class_id)
-                .scalar_subquery())
         return select(inv.c.resource_provider_id, inv.c.resource_class_id, inv.c.total, inv.c.reserved,
-                      inv.c.allocation_ratio, inv.c.max_unit, used).where(scope, inv.c.resource_class_id.in_(wanted))
+                      inv.c.allocation_ratio, inv.c.max_unit, inv.c.used).where(scope, inv.c.resource_class_id.in_(wanted))
 
     statement, values = sql.prepare("facts", conn.dialect.name, query)
     return {(p, rc): Fact(int((total - reserved) * ratio), int(u), max_unit)

@@ -17,7 +17,8 @@ What a summary shows, and what tells that a cached one is still right:
   records the parent and root ids it was made for (uuids never change).
 * usage: allocations can shrink without any generation change (``DELETE
   /allocations``, a consumer moving elsewhere), so usage is never trusted
-  from the cache. It is summed for the whole scope on every request; an
+  from the cache. It is read for the whole scope on every request (the
+  inventory rows keep it); an
   entry only remembers the usage its rendered ``resources`` were made with,
   and is re-rendered when that differs.
 * resource class names: a custom class can be renamed (mv 1.2-1.6) without
@@ -49,7 +50,6 @@ from sqlalchemy import (
     Integer,
     String,
     cast,
-    func,
     literal_column,
     null,
     select,
@@ -182,9 +182,9 @@ def row_columns(p, dialect: str) -> tuple:
 def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet | None):
     """Usage per (provider, class) in scope (None: every provider; kind 0),
     and every custom class name (kind 1), in one round trip."""
-    alloc, rc = sql.ALLOC, t.resource_classes
+    inv, rc = sql.INV, t.resource_classes
     plan.mark(scope is None, bool(scope))
-    in_scope = None if scope is None else sql.ids_in(plan, alloc.c.resource_provider_id, scope)
+    in_scope = None if scope is None else sql.ids_in(plan, inv.c.resource_provider_id, scope)
     # The scope's id range too (implied by the set, so nothing changes but the
     # plan): the usage of a window of hosts is then an index range scan,
     # whatever the number of allocations elsewhere in the fleet.
@@ -193,13 +193,14 @@ def _usage_and_names_query(plan: sql.Plan, scope: sql.IdSet | None):
     custom = plan.bind(t.CUSTOM_RC_START_ID, Integer)
     if not plan.build:
         return None
-    usage = (select(literal_column("0").label("kind"), alloc.c.resource_provider_id, alloc.c.resource_class_id,
-                    cast(func.sum(alloc.c.used), BigInteger), cast(null(), String))
-             .group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id))
+    # Only the pairs in use: a summary shows 0 for the others.
+    usage = (select(literal_column("0").label("kind"), inv.c.resource_provider_id, inv.c.resource_class_id,
+                    inv.c.used, cast(null(), String))
+             .where(inv.c.used != 0))
     if in_scope is not None:
         usage = usage.where(in_scope)
     if lowest is not None:
-        usage = usage.where(alloc.c.resource_provider_id >= lowest, alloc.c.resource_provider_id <= highest)
+        usage = usage.where(inv.c.resource_provider_id >= lowest, inv.c.resource_provider_id <= highest)
     classes = select(literal_column("1"), cast(null(), Integer), rc.c.id, cast(null(), BigInteger),
                      rc.c.name).where(rc.c.id >= custom)
     return union_all(usage, classes)
@@ -277,7 +278,7 @@ class Usage:
 def usage_of(conn: Connection, rows: Sequence) -> Usage:
     """The usage of (at least) the providers of ``rows``, and the custom
     class names: what ``summarize`` reads unless it is given them."""
-    # A large scope is most of the fleet: summing every allocation costs less
+    # A large scope is most of the fleet: reading every inventory in use costs less
     # than sending and matching thousands of ids.
     scope = sql.IdSet(row[0] for row in rows) if len(rows) <= _SCOPED_USAGE_MAX else None
     statement, values = sql.prepare("summary_usage", conn.dialect.name,

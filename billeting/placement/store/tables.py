@@ -68,6 +68,9 @@ resource_classes = Table(
     **MYSQL,
 )
 
+# What the capacity test reads of an inventory row (covered by its class index).
+INVENTORY_CAPACITY_COLUMNS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio", "used")
+
 inventories = Table(
     "inventories",
     metadata,
@@ -80,12 +83,17 @@ inventories = Table(
     Column("max_unit", BigInteger, nullable=False),
     Column("step_size", BigInteger, nullable=False),
     Column("allocation_ratio", Double, nullable=False),
+    # The sum of the allocations of this (provider, class), kept in step by
+    # every allocation write in the same transaction (allocations.py), so
+    # that reads ask one row instead of summing a table that grows with
+    # every instance. Allocations stay the truth: admission sums them.
+    Column("used", BigInteger, nullable=False, server_default="0"),
     *_timestamps(),
     UniqueConstraint("resource_provider_id", "resource_class_id"),
     # Candidate searches read every inventory of a class: on PostgreSQL this
-    # index holds all the columns the admission test needs (index-only scans).
+    # index holds all the columns the capacity test needs (index-only scans).
     Index("ix_inventories_class_capacity", "resource_class_id", "resource_provider_id",
-          postgresql_include=["total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio"]),
+          postgresql_include=list(INVENTORY_CAPACITY_COLUMNS)),
     **MYSQL,
 )
 
