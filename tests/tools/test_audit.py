@@ -74,13 +74,14 @@ def test_a_clean_fleet_has_no_findings(client, create_provider, db_url, capsys):
     out = capsys.readouterr().out
     assert "no problems found" in out
     assert "checked: consumer_without_allocations, allocation_on_missing_provider, " \
-           "allocation_without_inventory, usage_over_capacity" in out
+           "allocation_without_inventory, usage_over_capacity, kept_usage_out_of_step" in out
 
 
 def test_every_problem_is_found_in_the_database(client, create_provider, engine, db_url, capsys):
     over = shrink_below_usage(client, create_provider)
     # A consumer row whose allocations were deleted by hand.
-    orphan = allocate(engine, create_provider()["uuid"], "VCPU", 1)
+    orphan_host = with_inventory(client, create_provider, {"VCPU": {"total": 8}})
+    orphan = allocate(engine, orphan_host, "VCPU", 1)
     with engine.begin() as conn:
         conn.execute(delete(t.allocations).where(t.allocations.c.consumer_id.in_(
             select(t.consumers.c.id).where(t.consumers.c.uuid == orphan))))
@@ -105,6 +106,8 @@ def test_every_problem_is_found_in_the_database(client, create_provider, engine,
     assert found == {
         ("usage_over_capacity", over, None),
         ("consumer_without_allocations", None, orphan),
+        # The hand-deleted allocation left its usage counted on the inventory.
+        ("kept_usage_out_of_step", orphan_host, None),
         ("allocation_without_inventory", bare, None),
         ("allocation_on_missing_provider", f"id:{gone_id}", gone_consumer),
     }
@@ -116,7 +119,26 @@ def test_every_problem_is_found_in_the_database(client, create_provider, engine,
     # The table says the same.
     assert cli.main(["placement", "audit", "--db", db_url]) == EXIT_FINDINGS
     table = capsys.readouterr().out
-    assert "4 problem(s)" in table and over in table and orphan in table
+    assert "5 problem(s)" in table and over in table and orphan in table
+
+
+def test_recount_usage_repairs_kept_usage(client, create_provider, engine, db_url, capsys):
+    rp = with_inventory(client, create_provider, {"VCPU": {"total": 8}})
+    allocate(engine, rp, "VCPU", 3)
+    with engine.begin() as conn:  # a restore that brought allocations but not the kept usage
+        conn.execute(update(t.inventories).values(used=0))
+    status, report = audit_json(db_url, capsys)
+    assert status == EXIT_FINDINGS
+    [finding] = report["findings"]
+    assert (finding["check"], finding["provider"], finding["resource_class"], finding["used"]) == \
+        ("kept_usage_out_of_step", rp, "VCPU", 3)
+    assert finding["detail"].startswith("kept usage 0 VCPU but its allocations sum to 3")
+    assert cli.main(["placement", "audit", "--db", db_url, "--recount-usage"]) == 0
+    captured = capsys.readouterr()
+    assert "recounted kept usage: 1 inventory row(s) changed" in captured.err
+    assert "no problems found" in captured.out
+    resp = client.get("/allocation_candidates?resources=VCPU:6", mv="1.39")
+    assert resp.json["allocation_requests"] == []  # 8 - 3 left: the candidates see it again
 
 
 def test_the_api_audit_checks_capacity_and_says_what_it_could_not(app, client, create_provider, capsys):
@@ -128,7 +150,7 @@ def test_the_api_audit_checks_capacity_and_says_what_it_could_not(app, client, c
             [("usage_over_capacity", over, "VCPU")]
         skipped = {c["name"]: c["reason"] for c in report["checks"] if not c["ran"]}
         assert set(skipped) == {"consumer_without_allocations", "allocation_on_missing_provider",
-                                "allocation_without_inventory"}
+                                "allocation_without_inventory", "kept_usage_out_of_step"}
         assert all("needs --db" in reason for reason in skipped.values())
         assert cli.main(["placement", "audit", "--url", url, "--token", "admin"]) == EXIT_FINDINGS
         out = capsys.readouterr().out
@@ -153,6 +175,7 @@ def test_audit_of_a_missing_sqlite_file_creates_nothing(tmp_path, capsys):
 @pytest.mark.parametrize("args,message", [
     (["--url", "http://127.0.0.1:9", "--db", "sqlite:///x.sqlite"], "give either --url or --db, not both"),
     (["--url", "ftp://somewhere", "--token", "admin"], "--url must start with http:// or https://"),
+    (["--url", "http://127.0.0.1:9", "--recount-usage"], "--recount-usage repairs Billeting's database"),
 ])
 def test_audit_argument_errors(args, message, capsys):
     assert cli.main(["placement", "audit", *args]) == 1

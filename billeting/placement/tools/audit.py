@@ -11,6 +11,9 @@ Checks:
   inventory of (same origins).
 * ``usage_over_capacity``: usage above ``(total - reserved) * allocation_ratio``,
   which Placement allows when an inventory is shrunk below its usage.
+* ``kept_usage_out_of_step``: an inventory's kept usage (what candidates
+  read) differs from the sum of its allocations (allocation rows written
+  around Placement); ``--recount-usage`` sets it from the allocations.
 
 With ``--db`` (Billeting's own database) every check runs. Through the API
 (``--url``, any Placement) only ``usage_over_capacity`` can be seen: the API
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, and_, func, select
 
+from billeting.placement import allocations
 from billeting.placement.store import tables as t
 from billeting.placement.tools.http import PlacementHttp, parallel, path
 from billeting.placement.tools.progress import Bars
@@ -31,8 +35,9 @@ CONSUMER_WITHOUT_ALLOCATIONS = "consumer_without_allocations"
 ALLOCATION_ON_MISSING_PROVIDER = "allocation_on_missing_provider"
 ALLOCATION_WITHOUT_INVENTORY = "allocation_without_inventory"
 USAGE_OVER_CAPACITY = "usage_over_capacity"
+KEPT_USAGE_OUT_OF_STEP = "kept_usage_out_of_step"
 CHECKS = (CONSUMER_WITHOUT_ALLOCATIONS, ALLOCATION_ON_MISSING_PROVIDER, ALLOCATION_WITHOUT_INVENTORY,
-          USAGE_OVER_CAPACITY)
+          USAGE_OVER_CAPACITY, KEPT_USAGE_OUT_OF_STEP)
 _NEEDS_DB = "needs --db: the Placement API does not show these records"
 
 
@@ -78,7 +83,7 @@ def audit_database(engine: Engine, source: str, bars: Bars) -> AuditReport:
     bars.add("checks", len(CHECKS))
     findings: list[Finding] = []
     with engine.connect() as conn:
-        for check in (_consumers_without_allocations, _allocations_on_missing_providers, _usage):
+        for check in (_consumers_without_allocations, _allocations_on_missing_providers, _usage, _kept_usage):
             findings += check(conn)
             bars.step("checks", 2 if check is _usage else 1)
     return AuditReport(source, [Check(name, True) for name in CHECKS], findings)
@@ -132,6 +137,26 @@ def _usage(conn) -> list[Finding]:
         elif used > _capacity(total, reserved, ratio):
             findings.append(_over(uuid, name, used, total, reserved, ratio))
     return findings
+
+
+def _kept_usage(conn) -> list[Finding]:
+    found = allocations.usage_out_of_step(conn)
+    if not found:
+        return []
+    rp, rc = t.resource_providers, t.resource_classes
+    uuid_of = dict(conn.execute(select(rp.c.id, rp.c.uuid).where(rp.c.id.in_({f.provider_id for f in found}))).all())
+    name_of = dict(conn.execute(select(rc.c.id, rc.c.name).where(rc.c.id.in_({f.class_id for f in found}))).all())
+    return [Finding(KEPT_USAGE_OUT_OF_STEP,
+                    f"kept usage {f.kept} {name_of[f.class_id]} but its allocations sum to {f.allocated}: "
+                    "candidates see the wrong free capacity ('--recount-usage' sets it from the allocations)",
+                    provider=uuid_of[f.provider_id], resource_class=name_of[f.class_id], used=f.allocated)
+            for f in found]
+
+
+def recount_usage(engine: Engine) -> int:
+    """Set every inventory's kept usage from its allocations; the rows changed."""
+    with engine.begin() as conn:
+        return allocations.recount_usage(conn)
 
 
 # --- HTTP -----------------------------------------------------------------------------

@@ -54,6 +54,9 @@ def add_commands(commands, common) -> None:
     _add_http(audit, required=False)
     common(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
+    audit.add_argument("--recount-usage", action="store_true",
+                       help="first set every inventory's kept usage from its allocations (the repair for "
+                            "kept_usage_out_of_step; database only)")
     audit.set_defaults(func=cmd_audit)
 
 
@@ -187,6 +190,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     url = args.url or (os.environ.get(URL_ENV) if args.db is None and args.config_file is None else None)
     if url and (args.db is not None or args.config_file is not None):
         raise ToolError("give either --url or --db, not both")
+    if url and args.recount_usage:
+        raise ToolError("--recount-usage repairs Billeting's database: give --db (or the config file), not --url")
     with bars(show_progress(args.progress)) as progress:
         if url:
             args.url = url
@@ -218,6 +223,9 @@ def _audit_database(args: argparse.Namespace, progress):
         if current != head:
             raise ToolError(f"database {target.shown} is at revision {current or 'none'}, not {head}: "
                             "it is not a current Billeting database (run 'billeting db upgrade' if it is one)")
+        if args.recount_usage:
+            changed = audits.recount_usage(engine)
+            print(f"recounted kept usage: {changed} inventory row(s) changed", file=sys.stderr)
         return audits.audit_database(engine, target.shown, progress)
     finally:
         engine.dispose()
