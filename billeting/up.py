@@ -108,8 +108,10 @@ class AllInOne:
 
         api_engine = make_engine(f"sqlite:///{state / 'api.sqlite'}", pool_size=20)
         api_migrate.upgrade(api_engine)
-        images.put(api_engine, "cirros", name="cirros")
-        images.put(api_engine, "avx2-image", name="avx2-image", properties={"trait:HW_CPU_X86_AVX2": "required"})
+        # qcow2, as Glance serves cirros; the fake computes boot it (their default image types).
+        images.put(api_engine, "cirros", name="cirros", disk_format="qcow2")
+        images.put(api_engine, "avx2-image", name="avx2-image", disk_format="qcow2",
+                   properties={"trait:HW_CPU_X86_AVX2": "required"})
 
         cell0_url = f"sqlite:///{state / 'cell0.sqlite'}"
         cell_mappings.ensure_cell(api_engine, name="cell0", database_connection=cell0_url, transport_url=None)

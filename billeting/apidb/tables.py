@@ -272,6 +272,7 @@ images = Table(
     Column("id", String(255), primary_key=True),
     Column("name", String(255), nullable=False),
     Column("properties", Text, nullable=False),  # JSON object of str -> str
+    Column("disk_format", String(255), nullable=True),  # qcow2, raw, ...; NULL: none given
     *_timestamps(),
     **MYSQL,
 )

@@ -49,6 +49,9 @@ def add_parser(commands) -> None:
     fake.add_argument("--hypervisor-version", type=int, default=None, metavar="N",
                       help="Nova's encoding, 6.2.0 = 6002000 (default 1000, i.e. 1.0)")
     fake.add_argument("--architecture", default=None, help="CPU architecture (default x86_64)")
+    fake.add_argument("--image-types", type=_image_types, default=None, metavar="FORMAT,...",
+                      help="disk formats the node boots, reported as COMPUTE_IMAGE_TYPE_* traits "
+                           "(default aki,ami,ari,iso,qcow2,raw, as libvirt with KVM; '' for none)")
     tuning = p.add_argument_group("compute")
     tuning.add_argument("--reserved-host-cpus", type=int, default=None)
     tuning.add_argument("--reserved-host-memory-mb", type=int, default=None)
@@ -74,13 +77,17 @@ _FAKE_FLAGS = {"shape": "shape", "vcpus": "vcpus", "pcpus": "pcpus", "memory_mb"
                "vgpus_per_gpu": "vgpus_per_gpu", "ironic_nodes": "ironic_nodes", "ironic_class": "ironic_class",
                "build_time": "build_time_s", "failure_rate": "failure_rate", "abort_builds": "abort_builds",
                "seed": "seed", "hypervisor_type": "hypervisor_type", "hypervisor_version": "hypervisor_version",
-               "architecture": "architecture"}
+               "architecture": "architecture", "image_types": "image_types"}
 _SETTING_FLAGS = {"reserved_host_cpus": "reserved_host_cpus", "reserved_host_memory_mb": "reserved_host_memory_mb",
                   "reserved_host_disk_mb": "reserved_host_disk_mb", "cpu_allocation_ratio": "cpu_allocation_ratio",
                   "ram_allocation_ratio": "ram_allocation_ratio", "disk_allocation_ratio": "disk_allocation_ratio",
                   "report_interval": "report_interval_s", "update_interval": "update_resources_interval_s",
                   "audit_interval": "audit_interval_s", "orphan_grace": "orphan_grace_s",
                   "build_threads": "build_threads"}
+
+
+def _image_types(text: str) -> tuple[str, ...]:
+    return tuple(part.strip().upper() for part in text.split(",") if part.strip())
 
 
 def fake_config(args: argparse.Namespace):

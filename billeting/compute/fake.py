@@ -16,7 +16,8 @@ Shapes (one node named after the service host, except Ironic):
 
 Each node also tells what its hypervisor is and can run (``node_facts``):
 by default a ``fake`` hypervisor, version 1.0, on x86_64 with the features
-of its CPU traits, running x86_64 hvm guests (``FakeConfig`` changes it).
+of its CPU traits, running x86_64 hvm guests, booting AKI/AMI/ARI, ISO,
+QCOW2 and RAW images (``FakeConfig`` changes it).
 
 Guests live in memory, so a restarted fake compute has none — like a host
 that rebooted — which is what crash-recovery tests need.
@@ -42,6 +43,7 @@ from billeting.compute.driver import (
     child_uuid,
     node_uuid,
 )
+from billeting.compute.traits import image_type_traits
 from billeting.placement_client.model import AllocationRequest, Inventory
 
 Shape = Literal["flat", "numa", "pci", "vgpu", "ironic"]
@@ -51,8 +53,12 @@ DEFAULT_CAPABILITIES = frozenset({
     "COMPUTE_NET_ATTACH_INTERFACE", "COMPUTE_NET_ATTACH_INTERFACE_WITH_TAG", "COMPUTE_DEVICE_TAGGING",
     "COMPUTE_VOLUME_ATTACH_WITH_TAG", "COMPUTE_VOLUME_EXTEND", "COMPUTE_VOLUME_MULTI_ATTACH",
     "COMPUTE_TRUSTED_CERTS", "COMPUTE_SAME_HOST_COLD_MIGRATE", "COMPUTE_RESCUE_BFV",
-    "COMPUTE_IMAGE_TYPE_QCOW2", "COMPUTE_IMAGE_TYPE_RAW", "COMPUTE_IMAGE_TYPE_ISO",
 })
+# The disk formats the node boots, reported as COMPUTE_IMAGE_TYPE_* capability
+# traits: what Nova's libvirt driver reports for KVM with its default image
+# backend (not VHD, VHDX, VMDK, VDI or PLOOP), so the usual qcow2 and raw
+# images find hosts when the scheduler asks for image type support.
+DEFAULT_IMAGE_TYPES = ("AKI", "AMI", "ARI", "ISO", "QCOW2", "RAW")
 DEFAULT_CPU_TRAITS = frozenset({"HW_CPU_X86_AVX2", "HW_CPU_X86_SSE42"})
 # cpu_info features: the flags behind DEFAULT_CPU_TRAITS, as a hypervisor names them.
 DEFAULT_CPU_FEATURES = ("avx2", "sse4.2")
@@ -77,6 +83,7 @@ class FakeConfig(msgspec.Struct, frozen=True, kw_only=True):
     ironic_maintenance: tuple[int, ...] = ()   # node indexes in maintenance
     ironic_traits: frozenset[str] = frozenset()
     capabilities: frozenset[str] = DEFAULT_CAPABILITIES
+    image_types: tuple[str, ...] = DEFAULT_IMAGE_TYPES  # disk formats, e.g. ("QCOW2", "RAW")
     cpu_traits: frozenset[str] = DEFAULT_CPU_TRAITS
     # What the node says its hypervisor is and can run (the compute node row;
     # the scheduler's capability filters read it). cpu_info is made from the
@@ -106,6 +113,7 @@ class FakeConfig(msgspec.Struct, frozen=True, kw_only=True):
             raise ValueError("build_time_s must not be negative")
         if not 0 < len(self.hypervisor_type) <= 64:
             raise ValueError("hypervisor_type has 1 to 64 characters")
+        image_type_traits(self.image_types)  # (raises for a format no trait names)
         if self.hypervisor_version < 0 or self.maxphysaddr_bits < 1:
             raise ValueError("hypervisor_version must not be negative, maxphysaddr_bits must be at least 1")
         for name in ("vcpus", "memory_mb", "disk_gb", "numa_nodes", "pfs", "vfs_per_pf", "gpus",
@@ -176,7 +184,9 @@ class FakeDriver:
         self._capabilities = frozenset(capabilities)
 
     def capabilities(self) -> frozenset[str]:
-        return self._capabilities
+        # Image types follow the configuration (they may change with it), the
+        # rest follow set_capabilities.
+        return self._capabilities | image_type_traits(self.config.image_types)
 
     def provider_tree(self, nodename: str, reserved: Reserved) -> list[ProviderSpec]:
         c = self.config

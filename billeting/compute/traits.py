@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from billeting.scheduler.nova_features import IMAGE_TYPE_TRAITS, disk_formats, image_type_trait
+
 COMPUTE_NODE = "COMPUTE_NODE"
 DISABLED = "COMPUTE_STATUS_DISABLED"
 # Placement's standard owner trait for compute-service providers; schedulers
 # use it to tell compute nodes from providers other services created.
 DEFAULT_OWNER = "OWNER_NOVA"
-
-_IMAGE_TYPES = ("AKI", "AMI", "ARI", "ISO", "PLOOP", "QCOW2", "RAW", "VDI", "VHD", "VHDX", "VMDK")
 
 # Every capability a driver may claim; the ones it does not claim are removed.
 CAPABILITY_TRAITS = frozenset({
@@ -42,8 +42,20 @@ CAPABILITY_TRAITS = frozenset({
     "COMPUTE_VOLUME_ATTACH_WITH_TAG",
     "COMPUTE_VOLUME_EXTEND",
     "COMPUTE_VOLUME_MULTI_ATTACH",
-    *(f"COMPUTE_IMAGE_TYPE_{kind}" for kind in _IMAGE_TYPES),
+    *IMAGE_TYPE_TRAITS,
 })
+
+
+def image_type_traits(formats: Iterable[str]) -> frozenset[str]:
+    """The capability traits of a driver that boots ``formats`` (``qcow2`` →
+    ``COMPUTE_IMAGE_TYPE_QCOW2``); ValueError for a format no trait names.
+    The scheduler asks for the image's when [scheduler]
+    query_placement_for_image_type_support is on."""
+    traits = set(map(image_type_trait, formats))
+    unknown = traits - IMAGE_TYPE_TRAITS
+    if unknown:
+        raise ValueError(f"unknown image type(s) {disk_formats(unknown)} (known: {disk_formats(IMAGE_TYPE_TRAITS)})")
+    return frozenset(traits)
 
 
 def desired_traits(current: Iterable[str], *, root: bool, owner: str, capabilities: frozenset[str],

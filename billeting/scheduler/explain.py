@@ -17,6 +17,7 @@ import msgspec
 
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import CandidateQuery
+from billeting.scheduler.nova_features import IMAGE_TYPE_PREFIX, disk_format_of
 from billeting.scheduler.pipeline import FilterStep
 
 DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
@@ -52,6 +53,12 @@ def _amount(rc: str, n: int) -> str:
     if rc == "VCPU":
         return f"{n:,} vCPU" + ("s" if n != 1 else "")
     return f"{n:,} {rc}"
+
+
+def _lacked(trait: str) -> str:
+    if trait.startswith(IMAGE_TYPE_PREFIX):  # (request filter 3) say what it means for the image
+        return f"lacked trait {trait} (cannot boot {disk_format_of(trait)} images)"
+    return f"lacked trait {trait}"
 
 
 def _roots(records) -> set[str]:
@@ -106,7 +113,7 @@ def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uu
         for any_of in group.member_of:
             lacking(f"were outside {names(any_of)}{where}", member_of=any_of)
     for trait in sorted(query.root_required):
-        lacking(f"lacked trait {trait}", required=[trait])
+        lacking(_lacked(trait), required=[trait])
     if DISABLED_TRAIT in query.root_forbidden:
         try:
             disabled = _roots(client.list_providers(required=[DISABLED_TRAIT])) & host_uuids

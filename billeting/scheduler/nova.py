@@ -71,6 +71,9 @@ class Flavor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 class Image(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     id: str = ""
+    # Glance's disk format (qcow2, raw, iso, ...): a host must be able to
+    # boot it (request filter 3). None: the catalog gave none.
+    disk_format: str | None = None
     properties: dict[str, str] = {}
 
 
@@ -181,7 +184,8 @@ def request_from_nova(flavor: Flavor, image: Image | None = None, *, instance_uu
                            destination=destination, ignore_hosts=tuple(ignore_hosts),
                            domain_constraints=tuple(domain_constraints), near=near,
                            flavor_name=flavor.name or None, extra_specs=dict(flavor.extra_specs),
-                           image_properties=dict(image.properties) if image is not None else {})
+                           image_properties=dict(image.properties) if image is not None else {},
+                           image_disk_format=image.disk_format if image is not None else None, is_bfv=is_bfv)
 
 
 # --- failure-domain hints ----------------------------------------------------------

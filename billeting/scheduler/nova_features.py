@@ -162,6 +162,29 @@ def image_metadata_traits(properties: Mapping[str, str]) -> set[str]:
     return traits
 
 
+IMAGE_TYPE_PREFIX = "COMPUTE_IMAGE_TYPE_"
+# The disk formats any driver can say it boots (os-traits' COMPUTE_IMAGE_TYPE_*).
+IMAGE_TYPE_TRAITS = frozenset(os_traits.get_traits(IMAGE_TYPE_PREFIX))
+
+
+def image_type_trait(disk_format: str) -> str:
+    """Request filter 3 of spec 2.4 (``query_placement_for_image_type_support``):
+    the trait of a host whose driver can boot ``disk_format`` (``qcow2`` →
+    ``COMPUTE_IMAGE_TYPE_QCOW2``). Made whatever the format, as Nova does; only
+    the names in ``IMAGE_TYPE_TRAITS`` are ever reported by a host."""
+    return IMAGE_TYPE_PREFIX + disk_format.strip().upper()
+
+
+def disk_format_of(trait: str) -> str:
+    """The disk format an image-type trait stands for (``COMPUTE_IMAGE_TYPE_QCOW2`` → ``qcow2``)."""
+    return trait.removeprefix(IMAGE_TYPE_PREFIX).lower()
+
+
+def disk_formats(traits) -> str:
+    """Image-type traits as a sorted list of disk formats, for messages."""
+    return ", ".join(sorted(map(disk_format_of, traits)))
+
+
 def root_traits(prop: Prop, extra_specs: Mapping[str, str]) -> set[str]:
     """Request filters 7, 8 and 11-13 of spec 2.4: traits the compute node
     itself (the tree's root) must have for accelerators, packed virtqueues,

@@ -6,6 +6,7 @@ clause there is cheaper than a filter over thousands of hosts afterwards:
 * availability zone → ``member_of=in:<the zone's aggregates>``
 * tenant isolation (when enabled) → ``member_of=in:<the project's aggregates>``
 * disabled computes → ``root_required=!COMPUTE_STATUS_DISABLED``
+* image type support (when enabled) → ``root_required=COMPUTE_IMAGE_TYPE_<FORMAT>``
 * a requested node (or a host with one node) → ``in_tree``
 * "same <level> as X" → ``member_of=in:<X's domain aggregate>``;
   "different <level> from X" → ``member_of=!in:<X's domain aggregate>``
@@ -117,6 +118,23 @@ def isolated_aggregates(directory: Directory, request: ScheduleRequest) -> froze
                for key, value in directory.aggregate_metadata(agg).items()))
 
 
+def image_type_traits(request: ScheduleRequest) -> frozenset[str]:
+    """Request filter 3 of spec 2.4: the trait of the hosts that can boot the
+    image's disk format. None when booting from a volume (the hypervisor
+    reads the volume, never the image) or when the image names no format.
+    A format no host can ever report fails here, naming the trait, where
+    Placement would only refuse the query for an unknown trait."""
+    disk_format = request.image_disk_format
+    if request.is_bfv or not disk_format:
+        return frozenset()
+    trait = nova_features.image_type_trait(disk_format)
+    if trait not in nova_features.IMAGE_TYPE_TRAITS:
+        known = nova_features.disk_formats(nova_features.IMAGE_TYPE_TRAITS)
+        raise Unsatisfiable(f"the image's disk format {disk_format!r} needs trait {trait}, which no compute "
+                            f"host can report (hosts can support the disk formats {known})")
+    return frozenset({trait})
+
+
 def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
           near: Domain | None = None) -> CandidateQuery:
     request, settings, directory = decision.request, decision.settings, decision.directory
@@ -195,6 +213,8 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
             in_tree=in_tree or base.in_tree)
 
     root_required = request.root_required
+    if settings.query_placement_for_image_type_support:
+        root_required = root_required | image_type_traits(request)
     if settings.image_metadata_prefilter:
         root_required = root_required | nova_features.image_metadata_traits(request.image_properties)
     root_forbidden = set(request.root_forbidden)

@@ -108,6 +108,11 @@ class ScheduleRequest(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=T
     # (ImagePropertiesFilter: hw_architecture, img_hv_type, hw_vm_mode,
     # img_hv_requested_version, hw_maxphysaddr_bits).
     image_properties: dict[str, str] = {}
+    # The image's disk format (qcow2, raw, ...) and whether the root disk is a
+    # volume instead, for request filter 3 (image type support): a host must
+    # be able to boot the format, unless the hypervisor never reads the image.
+    image_disk_format: str | None = None
+    is_bfv: bool = False
 
     @property
     def num_instances(self) -> int:

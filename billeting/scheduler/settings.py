@@ -45,6 +45,9 @@ class SchedulerSettings:
     # Image metadata prefilter (request filter): the image's bus, video, NIC
     # model and architecture properties become traits the compute node must have.
     image_metadata_prefilter: bool = False
+    # Image type support (request filter): unless it boots from a volume, a
+    # request needs a host whose driver can boot the image's disk format.
+    query_placement_for_image_type_support: bool = False
     # [filter_scheduler]
     enabled_filters: tuple[str, ...] | None = None   # None: every built-in filter
     weighers: tuple[str, ...] | None = None          # None: every built-in weigher

@@ -50,6 +50,7 @@ def test_cell_db_status_of_a_file_that_is_not_sqlite_is_one_line(tmp_path, capsy
     (["compute", "--transport-url", "memory:///cell1"], "a memory:// bus only reaches this process"),
     (["compute", "--transport-url", "http://x/"], "invalid transport URL"),
     (["compute", "--failure-rate", "2"], "failure_rate must be between 0 and 1"),
+    (["compute", "--image-types", "qcow2,qed"], "unknown image type(s) qed"),
     (["compute", "--reserved-host-memory-mb", "-1"], "must not be negative"),
     (["compute", "--host", "a", "--host", "a", "--transport-url", "amqp://g:g@127.0.0.1:1/x",
       "--placement-url", "http://127.0.0.1:1"], "cannot reach Placement"),
@@ -65,6 +66,18 @@ def test_operator_mistakes_are_one_line(tmp_path, capsys, args, expected):
     assert cli.main(args) == 1
     line = one_line(capsys)
     assert expected in line and "secret" not in line
+
+
+def test_compute_image_types_flag_sets_the_disk_formats_the_fake_node_boots():
+    from billeting.compute import command as compute_command
+    from billeting.compute.fake import DEFAULT_IMAGE_TYPES
+
+    def image_types(*flags: str) -> tuple[str, ...]:
+        return compute_command.fake_config(cli.build_parser().parse_args(["compute", *flags])).image_types
+
+    assert image_types() == DEFAULT_IMAGE_TYPES
+    assert image_types("--image-types", "qcow2, Raw") == ("QCOW2", "RAW")
+    assert image_types("--image-types", "") == ()
 
 
 def test_a_cell_database_behind_the_code_is_refused_with_the_fix(tmp_path, capsys):

@@ -12,7 +12,7 @@ from billeting.cells import instances as inst
 from billeting.cells import services
 from billeting.cells.hosts import host_reports
 from billeting.compute.driver import child_uuid, node_uuid
-from billeting.compute.fake import DEFAULT_CAPABILITIES, DEFAULT_CPU_TRAITS, FakeConfig
+from billeting.compute.fake import DEFAULT_CAPABILITIES, DEFAULT_CPU_TRAITS, DEFAULT_IMAGE_TYPES, FakeConfig
 from billeting.compute.reporting import TreeReporter
 from billeting.compute.resource_tracker import ResourceTracker
 from billeting.compute.settings import ComputeSettings
@@ -48,7 +48,7 @@ def test_a_flat_node_reports_one_root_with_reservations_ratios_and_traits(deploy
         "DISK_GB": Inventory(total=1000, reserved=0, min_unit=1, max_unit=1000, step_size=1, allocation_ratio=1.0),
     }
     assert traits(deployment.placement, root) == {"COMPUTE_NODE", "OWNER_NOVA"} | DEFAULT_CAPABILITIES | \
-        DEFAULT_CPU_TRAITS
+        DEFAULT_CPU_TRAITS | {f"COMPUTE_IMAGE_TYPE_{t}" for t in DEFAULT_IMAGE_TYPES}
     node = services.node(deployment.cells["cell1"].engine, root)
     assert (node.nodename, node.host, node.vcpus, node.memory_mb, node.memory_mb_used) == ("h1", "h1", 32, 65536, 512)
 

@@ -31,6 +31,7 @@ def not_sqlite(tmp_path) -> str:
     (["cell", "add", " ", "--db", "API", "--cell-db", "sqlite://"], 2, "cell name ' ': must not be empty"),
     (["image", "add", "", "--db", "API"], 2, "image id '': must not be empty"),
     (["image", "add", "cirros", "--db", "NOT_SQLITE"], 1, "file is not a database"),
+    (["image", "add", "cirros", "--db", "API", "--disk-format", " "], 2, "disk format ' ': must not be empty"),
     (["serve", "--db", "API", "--workers", "0"], 2, "workers must be at least 1"),
     (["serve", "--db", "API", "--workers", "99999999999"], 2, "workers must be at most 1024"),
     (["serve", "--db", "API", "--port", "-5"], 2, "--port must be between 1 and 65535"),
@@ -55,5 +56,23 @@ def test_a_refused_transport_url_maps_nothing(tmp_path, capsys):
     engine = make_engine(api)
     try:
         assert [c.transport_url for c in cell_mappings.listing(engine)] == ["amqp://guest:guest@127.0.0.1:5672/cell1"]
+    finally:
+        engine.dispose()
+
+
+def test_an_image_keeps_its_disk_format_for_the_scheduler(tmp_path, capsys):
+    from billeting.apidb import images
+    from billeting.scheduler.nova import Image
+
+    api = f"sqlite:///{tmp_path / 'api.sqlite'}"
+    assert cli.main(["compute-api", "image", "add", "win", "--db", api, "--disk-format", "vhd",
+                     "--property", "os_type=windows"]) == 0
+    assert cli.main(["compute-api", "image", "add", "plain", "--db", api]) == 0
+    assert "image win added" in capsys.readouterr().out
+    engine = make_engine(api)
+    try:
+        assert images.get(engine, "win").scheduler_image() == Image(id="win", disk_format="vhd",
+                                                                    properties={"os_type": "windows"})
+        assert images.get(engine, "plain").disk_format is None
     finally:
         engine.dispose()

@@ -158,3 +158,39 @@ def test_an_unavailable_api_database_is_503(placement, fleet):
     api = WsgiClient(make_app(SchedulerService(placement, broken)))
     resp = api.get("/topology")
     assert resp.status == 503 and resp.error["code"] == "billeting.database_unavailable"
+
+
+def test_both_forms_carry_the_image_disk_format_and_boot_from_volume(placement, apidb, fleet):
+    """Request filter 3 over HTTP: the Nova form's image.disk_format and the
+    typed form's image_disk_format reach the query; is_bfv lifts it."""
+    from billeting.scheduler.api.app import make_app
+    from billeting.scheduler.service.runtime import SchedulerService
+    from billeting.scheduler.settings import SchedulerSettings
+    from tests.conftest import PlacementClient as WsgiClient
+
+    fleet.add("raw-only", memory_mb=65536)
+    qcow2 = fleet.add("qcow2")
+    assert placement.put_traits(qcow2, ["COMPUTE_IMAGE_TYPE_QCOW2"], placement.get_traits(qcow2)
+                                .resource_provider_generation).ok
+    service = SchedulerService(placement, apidb, SchedulerSettings(
+        catalog_refresh_s=0.0, query_placement_for_image_type_support=True))
+    api = WsgiClient(make_app(service))
+
+    def hosts(body: dict) -> set[str]:
+        resp = api.post("/selections", json={"instance_uuids": [new_uuid()], "dry_run": True, **body})
+        assert resp.status == 200, resp
+        return {h["host"] for h in resp.json["hosts"]}
+
+    flavor = {"vcpus": 1, "memory_mb": 512}
+    assert hosts({"flavor": flavor, "image": {"disk_format": "qcow2"}}) == {"qcow2"}
+    assert hosts({"flavor": flavor, "image": {"disk_format": "qcow2"}, "is_bfv": True}) == {"qcow2", "raw-only"}
+    typed = simple_request(image_disk_format="qcow2")
+    del typed["instance_uuids"]
+    assert hosts(typed) == {"qcow2"}
+    assert hosts({**typed, "is_bfv": True}) == {"qcow2", "raw-only"}
+    resp = api.post("/selections", json={"instance_uuids": [new_uuid()], "flavor": flavor,
+                                         "image": {"disk_format": "vhd"}})
+    assert resp.status == 409 and "lacked trait COMPUTE_IMAGE_TYPE_VHD" in resp.error["detail"], resp
+    resp = api.post("/selections", json={"instance_uuids": [new_uuid()], "flavor": flavor,
+                                         "image": {"disk_format": ""}})
+    assert resp.status == 400, resp

@@ -49,6 +49,26 @@ def test_upgrade_from_empty_builds_exactly_the_declared_schema_and_downgrades(em
     assert migrate.is_current(empty_db)
 
 
+def test_images_kept_before_disk_formats_existed_ask_for_none(empty_db):
+    """Migration 0004 adds the image's disk format; older images get none, so
+    request filter 3 asks nothing of the hosts for them."""
+    from sqlalchemy import text
+
+    from billeting.apidb import images
+
+    migrate.upgrade(empty_db, "0003")
+    with empty_db.begin() as conn:
+        conn.execute(text("INSERT INTO images (id, name, properties, created_at) "
+                          "VALUES ('old', 'old', '{}', CURRENT_TIMESTAMP)"))
+    migrate.upgrade(empty_db)
+    assert images.get(empty_db, "old").disk_format is None
+    images.put(empty_db, "new", name="new", disk_format="qcow2")
+    assert images.get(empty_db, "new").scheduler_image().disk_format == "qcow2"
+    assert {i.id: i.disk_format for i in images.listing(empty_db)} == {"old": None, "new": "qcow2"}
+    migrate.downgrade(empty_db, "0003")
+    assert "disk_format" not in {c["name"] for c in inspect(empty_db).get_columns("images")}
+
+
 def test_the_api_database_can_share_a_database_with_placement(empty_db):
     placement_migrate.upgrade(empty_db)
     migrate.upgrade(empty_db)

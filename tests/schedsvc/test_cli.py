@@ -146,6 +146,12 @@ def test_settings_precedence(tmp_path):
     assert not config_mod.load({}, {}).scheduler_settings().enable_isolated_aggregate_filtering
     ini.write_text("[scheduler]\nimage_metadata_prefilter = yes\n")
     assert config_mod.load({"config_file": str(ini)}, {}).scheduler_settings().image_metadata_prefilter
+    assert not config_mod.load({}, {}).scheduler_settings().query_placement_for_image_type_support
+    ini.write_text("[scheduler]\nquery_placement_for_image_type_support = true\n")
+    assert config_mod.load({"config_file": str(ini)}, {}).scheduler_settings().query_placement_for_image_type_support
+    environ = {"BILLETING_SCHEDULER_QUERY_PLACEMENT_FOR_IMAGE_TYPE_SUPPORT": "false"}
+    assert not config_mod.load({"config_file": str(ini)}, environ).scheduler_settings(
+        ).query_placement_for_image_type_support
 
 
 def test_keystone_placement_auth_comes_from_the_placement_section(tmp_path):

@@ -180,6 +180,33 @@ def test_features_the_compute_node_itself_must_offer_become_root_required():
     assert roots({"hw:tpm_secret_security": "host"}) == set()  # only with a vTPM
 
 
+def test_image_type_support_asks_for_the_disk_format_trait_unless_booting_from_volume():
+    """Spec 2.4 request filter 3 ([scheduler] query_placement_for_image_type_support, off by default)."""
+    import pytest
+
+    def root_required(image, *, on=True, is_bfv=False):
+        request = request_from_nova(Flavor(vcpus=1, memory_mb=512, root_gb=10), image, instance_uuids=["u"],
+                                    project_id="p", user_id="u", is_bfv=is_bfv)
+        decision = Decision(request, SchedulerSettings(query_placement_for_image_type_support=on), MemoryDirectory())
+        return set(scheduler_query.build(decision, MemoryHostCatalog(), version=(1, 36)).root_required)
+
+    qcow2 = Image(id="cirros", disk_format="qcow2")
+    request = request_from_nova(Flavor(vcpus=1, memory_mb=512), qcow2, instance_uuids=["u"], project_id="p",
+                                user_id="u", is_bfv=True)
+    assert (request.image_disk_format, request.is_bfv) == ("qcow2", True)
+    assert root_required(qcow2, on=False) == set()
+    assert root_required(qcow2) == {"COMPUTE_IMAGE_TYPE_QCOW2"}
+    assert root_required(Image(disk_format="ISO")) == {"COMPUTE_IMAGE_TYPE_ISO"}
+    assert root_required(qcow2, is_bfv=True) == set()  # the hypervisor boots the volume, not the image
+    assert root_required(Image()) == set() and root_required(None) == set()  # no format given: nothing asked
+    # A format no host can report: the request cannot succeed, and says which trait it lacks.
+    with pytest.raises(scheduler_query.Unsatisfiable,
+                       match=r"disk format 'qed' needs trait COMPUTE_IMAGE_TYPE_QED, which no compute host"):
+        root_required(Image(disk_format="qed"))
+    assert root_required(Image(disk_format="qed"), on=False) == set()
+    assert root_required(Image(disk_format="qed"), is_bfv=True) == set()
+
+
 def test_query_string_feature_checks_name_the_missing_microversion():
     import pytest
 

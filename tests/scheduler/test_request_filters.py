@@ -137,3 +137,30 @@ def test_image_metadata_prefilter_asks_for_the_traits_the_image_needs(fleet, mak
 
     assert place(SchedulerSettings()) == "roomy"
     assert place(SchedulerSettings(image_metadata_prefilter=True)) == "virtio"
+
+
+def test_image_type_support_sends_an_image_only_where_its_disk_format_boots(fleet, make_scheduler):
+    """Spec 2.4 filter 3 (off by default): the image's disk format becomes a
+    root trait, so hosts whose driver cannot boot it are never offered; when
+    no host can, the explanation names the trait they lack."""
+    fleet.host("roomy", memory_mb=262144, traits=("COMPUTE_IMAGE_TYPE_RAW",))
+    fleet.host("qcow2", memory_mb=4096, traits=("COMPUTE_IMAGE_TYPE_QCOW2", "COMPUTE_IMAGE_TYPE_RAW"))
+    on = SchedulerSettings(query_placement_for_image_type_support=True)
+
+    def place(settings, image, **kw):
+        [[chosen]] = make_scheduler(settings).select_destinations(request_from_nova(
+            SMALL, image, instance_uuids=new_uuids(1), project_id="p", user_id="u", **kw))
+        return chosen.nodename
+
+    qcow2 = Image(id="cirros", disk_format="qcow2")
+    assert place(SchedulerSettings(), qcow2) == "roomy"
+    assert place(on, qcow2) == "qcow2"
+    assert place(on, Image(disk_format="raw")) == "roomy"
+    assert place(on, qcow2, is_bfv=True) == "roomy"
+    with pytest.raises(NoValidHost) as failed:
+        place(on, Image(disk_format="vhd"))
+    assert "root_required=COMPUTE_IMAGE_TYPE_VHD" in failed.value.explanation.query
+    assert "2 lacked trait COMPUTE_IMAGE_TYPE_VHD (cannot boot vhd images)" in failed.value.explanation.message
+    with pytest.raises(NoValidHost, match="disk format 'qed' needs trait COMPUTE_IMAGE_TYPE_QED, which no "
+                                          "compute host can report"):
+        place(on, Image(disk_format="qed"))

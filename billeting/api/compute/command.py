@@ -61,6 +61,9 @@ def add_parser(commands) -> None:
     _common(put)
     put.add_argument("id")
     put.add_argument("--property", action="append", default=[], metavar="KEY=VALUE")
+    put.add_argument("--disk-format", default=None, metavar="FORMAT",
+                     help="qcow2, raw, iso, ... (what a host must boot with [scheduler] "
+                          "query_placement_for_image_type_support; default none)")
     put.set_defaults(func=cmd_image_add)
 
 
@@ -150,8 +153,10 @@ def cmd_image_add(args) -> int:
         if not sep or not key:
             raise cli.UsageError(f"--property {item}: expected KEY=VALUE")
         props[key] = value
+    disk_format = _name("disk format", args.disk_format) if args.disk_format is not None else None
     engine = _api_engine(args)
-    _write(engine, lambda: images.put(engine, args.id, name=args.id, properties=props), f"add image {args.id}")
+    _write(engine, lambda: images.put(engine, args.id, name=args.id, properties=props, disk_format=disk_format),
+           f"add image {args.id}")
     print(f"image {args.id} added")
     return 0
 

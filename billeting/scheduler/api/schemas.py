@@ -12,6 +12,8 @@ RESOURCE_CLASS = {"type": "string", "pattern": "^[A-Z0-9_]{1,255}$"}
 SUFFIX = {"type": "string", "pattern": "^([a-zA-Z0-9_-]{1,64})?$"}
 DOMAIN_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$"}
 LEVEL = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$"}
+# Any name: one no host can boot finds no host, and the explanation says so.
+DISK_FORMAT = {"type": "string", "minLength": 1, "maxLength": 255}
 MAX_INSTANCES = 1000
 # Counts the API database stores in INT columns: 32 bits on every server database.
 INT32_MAX = 2**31 - 1
@@ -65,6 +67,7 @@ _COMMON = {
     "ignore_hosts": _array(NAME),
     "alternates": {"type": "integer", "minimum": 0, "maximum": MAX_ALTERNATES},
     "dry_run": {"type": "boolean"},
+    "is_bfv": {"type": "boolean"},
 }
 
 SELECTIONS = {
@@ -101,6 +104,7 @@ SELECTIONS = {
         "flavor_name": NAME,
         "extra_specs": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
         "image_properties": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
+        "image_disk_format": DISK_FORMAT,
     },
     "required": ["instance_uuids", "groups"],
     "additionalProperties": False,
@@ -129,9 +133,9 @@ NOVA_SELECTIONS = {
         "flavor": FLAVOR,
         "image": {"type": "object", "properties": {
             "id": {"type": "string", "maxLength": 255},
+            "disk_format": DISK_FORMAT,
             "properties": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}}},
             "additionalProperties": False},
-        "is_bfv": {"type": "boolean"},
         "scheduler_hints": {
             "type": "object",
             "properties": {"group": UUID, "same_host": _array(UUID), "different_host": _array(UUID)},
