@@ -42,12 +42,20 @@ def only(*names: str) -> SchedulerSettings:
 
 
 def placed(make_scheduler, fleet, settings, flavor: Flavor, *, project: str = "proj", count: int = 6) -> set[str]:
-    hosts = set()
-    for _ in range(count):
-        request = request_from_nova(flavor, instance_uuids=new_uuids(1), project_id=project, user_id="u")
-        [[sel]] = make_scheduler(settings).select_destinations(request)
-        hosts.add(sel.nodename)
-        fleet.client.delete_allocations(sel.consumer_uuid)
+    """The hosts ``count`` single-instance requests land on. Each claim is
+    kept until the end, so the spreading RAM weigher must move on to another
+    host whenever one passes the filters: "both hosts" is then certain, not
+    a matter of how ties happen to break."""
+    hosts, consumers = set(), []
+    try:
+        for _ in range(count):
+            request = request_from_nova(flavor, instance_uuids=new_uuids(1), project_id=project, user_id="u")
+            [[sel]] = make_scheduler(settings).select_destinations(request)
+            hosts.add(sel.nodename)
+            consumers.append(sel.consumer_uuid)
+    finally:
+        for consumer in consumers:
+            fleet.client.delete_allocations(consumer)
     return hosts
 
 
