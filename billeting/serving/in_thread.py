@@ -40,7 +40,7 @@ class ThreadedServer:
         self.accepting = False
         self.stopping = False
         self.pool = ThreadPoolExecutor(options.threads, thread_name_prefix=f"{options.process_name}-app")
-        self.loop = asyncio.new_event_loop()
+        self.loop = loop_parts.new_event_loop()
         self._done: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name=f"{options.process_name}-http", daemon=True)
         self._started = threading.Event()

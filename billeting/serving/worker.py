@@ -64,7 +64,8 @@ class LoopWorker(Worker):
         signal.signal(signal.SIGWINCH, signal.SIG_IGN)
 
     def run(self) -> None:
-        asyncio.run(self._serve())
+        with asyncio.Runner(loop_factory=loop_parts.new_event_loop) as runner:
+            runner.run(self._serve())
         # Every connection is closed and every request answered. Tearing the
         # interpreter down (freeing every module and object of a large app)
         # takes longer than the whole stop should: end the process directly.
@@ -106,7 +107,7 @@ class LoopWorker(Worker):
             sweep.cancel()
             self.pool.shutdown(wait=False, cancel_futures=True)
             # Stopped: a later stop signal (``timeout`` and the master both send
-            # one) is ignored. Left to the loop, one arriving while asyncio.run
+            # one) is ignored. Left to the loop, one arriving while the runner
             # closes it is written to its closed wakeup pipe, and Python prints
             # "Exception ignored ... BrokenPipeError" with a traceback.
             for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT):

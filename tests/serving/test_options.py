@@ -125,3 +125,23 @@ def test_the_compute_api_renders_server_errors_in_novas_format_with_a_request_id
     headers = dict(page.headers)
     assert headers["x-openstack-request-id"].startswith("req-")
     assert headers["x-compute-request-id"] == headers["x-openstack-request-id"]
+
+
+def test_the_loop_is_uvloops_where_installed_else_asyncios(monkeypatch):
+    import asyncio
+    import sys
+
+    from billeting.serving import loop_parts
+
+    uvloop = pytest.importorskip("uvloop")
+    loop = loop_parts.new_event_loop()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as if it were not installed
+    loop = loop_parts.new_event_loop()
+    try:
+        assert isinstance(loop, asyncio.BaseEventLoop) and not isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
