@@ -3,12 +3,14 @@ scheduler tests. Works with the in-process and the HTTP client alike."""
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from billeting.placement_client.client import PlacementClient
 from billeting.placement_client.model import Inventory
 from billeting.scheduler.catalog import MemoryHostCatalog
 from billeting.scheduler.directory import MemoryDirectory
+from billeting.scheduler.selection import Selection
 
 
 @dataclass
@@ -75,6 +77,24 @@ class Fleet:
 
     def name_of(self, uuid: str) -> str:
         return {u: n for n, u in self.hosts.items()}[uuid]
+
+    def landing_hosts(self, select: Callable[[], Selection], count: int) -> set[str]:
+        """The hosts ``count`` calls of ``select`` (one claimed selection
+        each) land on. Every claim is kept until the end, so the spreading
+        RAM weigher moves on to each host that passes the filters: "lands
+        on all of them" is then certain, not a matter of how ties break
+        (among equal hosts Placement's order stands, and its limited scans
+        start at a random provider)."""
+        hosts, consumers = set(), []
+        try:
+            for _ in range(count):
+                chosen = select()
+                hosts.add(chosen.nodename)
+                consumers.append(chosen.consumer_uuid)
+        finally:
+            for consumer in consumers:
+                self.client.delete_allocations(consumer)
+        return hosts
 
 
 def memory_catalog(fleet: Fleet, *, cell_of=lambda name: "cell1", zone_of=lambda name: "nova") -> MemoryHostCatalog:

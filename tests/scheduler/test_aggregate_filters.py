@@ -42,21 +42,11 @@ def only(*names: str) -> SchedulerSettings:
 
 
 def placed(make_scheduler, fleet, settings, flavor: Flavor, *, project: str = "proj", count: int = 6) -> set[str]:
-    """The hosts ``count`` single-instance requests land on. Each claim is
-    kept until the end, so the spreading RAM weigher must move on to another
-    host whenever one passes the filters: "both hosts" is then certain, not
-    a matter of how ties happen to break."""
-    hosts, consumers = set(), []
-    try:
-        for _ in range(count):
-            request = request_from_nova(flavor, instance_uuids=new_uuids(1), project_id=project, user_id="u")
-            [[sel]] = make_scheduler(settings).select_destinations(request)
-            hosts.add(sel.nodename)
-            consumers.append(sel.consumer_uuid)
-    finally:
-        for consumer in consumers:
-            fleet.client.delete_allocations(consumer)
-    return hosts
+    def select():
+        request = request_from_nova(flavor, instance_uuids=new_uuids(1), project_id=project, user_id="u")
+        [[sel]] = make_scheduler(settings).select_destinations(request)
+        return sel
+    return fleet.landing_hosts(select, count)
 
 
 @pytest.fixture
@@ -115,19 +105,12 @@ def test_load_filters_and_their_aggregate_limits(fleet, make_scheduler):
         # (the I/O ops weigher would prefer the idle host whatever the filters say)
         settings = SchedulerSettings(enabled_filters=("ComputeFilter", *names), **limits).with_multipliers(
             io_ops_weight_multiplier=0.0)
-        # Claims are kept until the end, so the spreading RAM weigher moves on
-        # to the other host whenever it passes (see ``placed``).
-        found, consumers = set(), []
-        try:
-            for _ in range(8):
-                request = request_from_nova(flavor, instance_uuids=new_uuids(1), project_id="p", user_id="u")
-                [[sel]] = make_scheduler(settings, catalog=catalog).select_destinations(request, alternates=0)
-                found.add(sel.nodename)
-                consumers.append(sel.consumer_uuid)
-        finally:
-            for consumer in consumers:
-                fleet.client.delete_allocations(consumer)
-        return found
+
+        def select():
+            request = request_from_nova(flavor, instance_uuids=new_uuids(1), project_id="p", user_id="u")
+            [[sel]] = make_scheduler(settings, catalog=catalog).select_destinations(request, alternates=0)
+            return sel
+        return fleet.landing_hosts(select, 8)
 
     assert hosts("NumInstancesFilter") == {"busy", "idle"}                # 5 < 50
     assert hosts("NumInstancesFilter", max_instances_per_host=5) == {"idle"}

@@ -199,21 +199,13 @@ def capable_fleet(fleet):
 
 
 def placed(make_scheduler, fleet, flavor, image=None, settings=None, count=6) -> set[str]:
-    """The hosts ``count`` requests land on. Claims are kept until the end,
-    so the spreading RAM weigher moves on to every host that passes the
-    filters: "all of them" is certain, not a matter of how ties break."""
     fleet, catalog = fleet
-    found, consumers = set(), []
-    try:
-        for _ in range(count):
-            request = request_from_nova(flavor, image, instance_uuids=new_uuids(1), project_id="p", user_id="u")
-            [[sel]] = make_scheduler(settings, catalog=catalog).select_destinations(request)
-            found.add(sel.nodename)
-            consumers.append(sel.consumer_uuid)
-    finally:
-        for consumer in consumers:
-            fleet.client.delete_allocations(consumer)
-    return found
+
+    def select():
+        request = request_from_nova(flavor, image, instance_uuids=new_uuids(1), project_id="p", user_id="u")
+        [[sel]] = make_scheduler(settings, catalog=catalog).select_destinations(request)
+        return sel
+    return fleet.landing_hosts(select, count)
 
 
 def test_only_the_host_with_the_capabilities_is_chosen(capable_fleet, make_scheduler):
