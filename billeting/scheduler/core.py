@@ -31,6 +31,7 @@ from billeting.placement_client.query import UnsupportedQuery, query_string
 from billeting.scheduler import explain as explain_mod
 from billeting.scheduler import query as query_mod
 from billeting.scheduler.catalog import HostCatalog
+from billeting.scheduler.coalesce import Coalescer
 from billeting.scheduler.decision import Decision
 from billeting.scheduler.directory import Directory, Domain
 from billeting.scheduler.explain import Explanation
@@ -96,6 +97,20 @@ class RankedHost(msgspec.Struct, frozen=True):
     allocation_request: AllocationRequest | None
 
 
+@dataclass(slots=True, eq=False)
+class _Asked:
+    """A single-instance request, its query built, waiting to be decided
+    together with the requests that send Placement the same query."""
+
+    request: ScheduleRequest
+    alternates: int
+    located: dict
+    records: dict
+    decision: Decision
+    query: object
+    qs: str
+
+
 @dataclass(slots=True)
 class _Claimed:
     instance: str
@@ -115,6 +130,10 @@ class Scheduler:
         self.settings = settings or SchedulerSettings()
         self.settings.check()
         self.pipeline = Pipeline(self.settings, rng)
+        # Concurrent callers of one process asking the same query share one
+        # candidates answer and one claim transaction (see ``coalesce``).
+        self._together: Coalescer[_Asked] | None = (
+            Coalescer(self._decide_together) if self.settings.coalesce_requests else None)
 
     # --- front ---------------------------------------------------------------------
 
@@ -131,7 +150,23 @@ class Scheduler:
         # caches); with the default thresholds the cyclic collector would
         # walk them again and again, which cost as much as building them.
         with gcpause.paused():
+            if claim and self._together is not None and self._joins_others(request):
+                return self._select_together(request, alternates)
             return self._select_near(request, alternates, claim)
+
+    @staticmethod
+    def _joins_others(request: ScheduleRequest) -> bool:
+        """Decided in a batch with requests like it? One instance, one
+        Placement query (``near`` may ask several) and no server group (its
+        caller holds the group's lock while it waits; and a group's members
+        must see each other's claims, which one by one is simplest)."""
+        return request.num_instances == 1 and request.near is None and request.server_group is None
+
+    def _select_together(self, request: ScheduleRequest, alternates: int) -> list[list[Selection]]:
+        located, records = self._references(request)
+        decision, query, qs = self._query(request, located, records, None)
+        asked = _Asked(request, alternates, located, records, decision, query, qs)
+        return self._together.run(qs, asked)  # type: ignore[union-attr, return-value]
 
     def _select_near(self, request: ScheduleRequest, alternates: int, claim: bool) -> list[list[Selection]]:
         located, records = self._references(request)
@@ -192,12 +227,25 @@ class Scheduler:
         return located, records
 
     def _prepare(self, request, located, records, near: Domain | None):
+        decision, query, qs = self._query(request, located, records, near)
+        hosts, decision.version = self._offer(query)
+        return decision, hosts, query, qs
+
+    def _query(self, request, located, records, near: Domain | None):
+        """(the request's Decision, its Placement query, the query string)."""
         decision = Decision(request, self.settings, self.directory)
         try:
             self._guard(lambda: query_mod.seed(decision, located, records))
             query = self._guard(lambda: query_mod.build(decision, self.catalog, version=self.client.version,
                                                         near=near))
             qs = query_string(query, self.client.version)
+        except UnsupportedQuery as exc:
+            raise InvalidRequest(f"this Placement cannot answer the request: {exc}") from None
+        return decision, query, qs
+
+    def _offer(self, query) -> tuple[list[HostState], str]:
+        """Ask Placement once: (host states of what it offered, the answer's microversion)."""
+        try:
             candidates = self.client.allocation_candidates(query)
         except UnsupportedQuery as exc:
             raise InvalidRequest(f"this Placement cannot answer the request: {exc}") from None
@@ -206,9 +254,7 @@ class Scheduler:
                 raise InvalidRequest(f"Placement rejected the query: {exc.detail}") from None
             raise PlacementTrouble(f"Placement could not answer: {exc.detail or exc}") from None
         roots = {s.root_provider_uuid or rp for rp, s in candidates.provider_summaries.items()}
-        hosts = host_states(candidates, self.catalog.records(roots), self.directory)
-        decision.version = candidates.version
-        return decision, hosts, query, qs
+        return host_states(candidates, self.catalog.records(roots), self.directory), candidates.version
 
     def _select(self, request, alternates, located, records, level: str | None,
                 near: Domain | None, claim: bool = True) -> list[list[Selection]]:
@@ -227,14 +273,18 @@ class Scheduler:
             return self._decide(request, alternates, located, records, level, near, _CLAIM_EACH)
 
     def _decide(self, request, alternates, located, records, level: str | None,
-                near: Domain | None, mode: str) -> list[list[Selection]]:
+                near: Domain | None, mode: str, prepared=None) -> list[list[Selection]]:
         """Rank and pick each instance in turn on the request's in-memory
         view. ``mode``: claim each pick as it is made (falling back down the
         ranked list when a claim loses), plan every pick and claim them all
         in one ``POST /allocations`` (all or nothing, spec 8.4), or claim
         nothing."""
         started = time.perf_counter()
-        decision, hosts, query, qs = self._prepare(request, located, records, near)
+        if prepared is None:
+            decision, hosts, query, qs = self._prepare(request, located, records, near)
+        else:  # (decision, query, qs) built by the caller
+            decision, query, qs = prepared
+            hosts, decision.version = self._offer(query)
         offered = len(hosts)
         if hosts:
             decision.consumption = hosts[0].consumption
@@ -283,6 +333,68 @@ class Scheduler:
         LOG.debug("placed %d instance(s) in %.1f ms (%d hosts offered, %d claims lost)",
                   len(claimed), (time.perf_counter() - started) * 1000, offered, lost)
         return selections
+
+    def _decide_together(self, batch: list[_Asked]) -> list[object]:
+        """Per request of ``batch`` (one instance each, one query for all):
+        its Selections, or the exception it raises.
+
+        One candidates answer, one set of host states: each request is
+        ranked in turn on the batch's in-memory view (the earlier requests'
+        picks consumed, so a spreading weigher moves on), then every pick is
+        claimed in one ``POST /allocations``. When Placement refuses that as
+        a whole (capacity taken by another scheduler meanwhile, or an
+        instance that already holds allocations), each request is decided
+        again on its own, claim by claim, as if it had come alone."""
+        if len(batch) == 1:
+            a = batch[0]
+            return [_outcome(lambda: self._decide(a.request, a.alternates, a.located, a.records, None, None,
+                                                  _CLAIM_EACH, prepared=(a.decision, a.query, a.qs)))]
+        try:
+            hosts, version = self._offer(batch[0].query)
+        except SchedulerError as exc:
+            return [exc] * len(batch)
+        consumption = hosts[0].consumption if hosts else None
+        outcomes: list[object] = [None] * len(batch)
+        planned: list[tuple[int, _Claimed, RankedList]] = []
+        for i, a in enumerate(batch):
+            decision = a.decision
+            decision.version, decision.consumption = version, consumption
+            steps: list[FilterStep] = []
+            _, ranked = self.pipeline.rank(hosts, decision, steps)
+            won, _ = self._claim_down(ranked, a.request.instance_uuids[0], a.request, decision, set(), False)
+            if won is None:
+                outcomes[i] = _outcome(lambda: self._no_valid_host(a, len(hosts), steps))
+                continue
+            consumption.add(won.request)  # type: ignore[union-attr]
+            decision.placed(won.host)
+            planned.append((i, won, ranked))
+        if planned:
+            writes = {won.instance: AllocationWrite(
+                allocations=won.request.allocations, project_id=batch[i].request.project_id,
+                user_id=batch[i].request.user_id, consumer_generation=None,
+                mappings=won.request.mappings or None, consumer_type=batch[i].request.consumer_type)
+                for i, won, _ in planned}
+            try:
+                outcome = self.client.post_allocations(writes)
+            except PlacementError as exc:
+                trouble = PlacementTrouble(f"Placement could not take the claims: {exc.detail or exc}")
+                return [trouble if o is None else o for o in outcomes]
+            if not outcome.ok:
+                LOG.info("claims of %d requests decided together lost (%s: %s); deciding each on its own",
+                         len(planned), outcome.result.value, outcome.detail)
+                return [_outcome(lambda a=a: self._decide(a.request, a.alternates, a.located, a.records, None,
+                                                          None, _CLAIM_EACH))
+                        for a in batch]
+        for i, won, ranked in planned:
+            a = batch[i]
+            outcomes[i] = self._selections([won], ranked if a.alternates else [], set(), a.decision,
+                                           a.alternates, None)
+        LOG.debug("decided %d requests together (%d hosts offered, %d placed)", len(batch), len(hosts),
+                  len(planned))
+        return outcomes
+
+    def _no_valid_host(self, asked: _Asked, offered: int, steps: list[FilterStep]):
+        raise NoValidHost(self._explain(asked.request, asked.query, asked.qs, offered, steps, 0, 0))
 
     def _claim_batch(self, planned: list[_Claimed], request: ScheduleRequest, version: str) -> None:
         writes = {c.instance: AllocationWrite(allocations=c.request.allocations, project_id=request.project_id,
@@ -424,3 +536,10 @@ class Scheduler:
                                    hosts_offered=offered, query=qs, placement=shortfalls, steps=steps,
                                    claims_lost=lost, placed=placed)
 
+
+def _outcome(work) -> object:
+    """``work()``'s value, or the scheduler exception it raised, as a value."""
+    try:
+        return work()
+    except (NoValidHost, SchedulerError) as exc:
+        return exc

@@ -48,6 +48,11 @@ class SchedulerSettings:
     # Image type support (request filter): unless it boots from a volume, a
     # request needs a host whose driver can boot the image's disk format.
     query_placement_for_image_type_support: bool = False
+    # Concurrent single-instance requests of one process that would send
+    # Placement the same query are decided as one batch: one candidates
+    # query and one claim transaction for all (see ``coalesce``). A request
+    # that finds none like it in progress is decided at once.
+    coalesce_requests: bool = True
     # [filter_scheduler]
     enabled_filters: tuple[str, ...] | None = None   # None: every built-in filter
     weighers: tuple[str, ...] | None = None          # None: every built-in weigher

@@ -13,7 +13,7 @@ sections are the scheduler's own, so one file can configure Placement
                           service_down_time, limit_tenants_to_placement_aggregate,
                           placement_aggregate_required_for_tenants,
                           enable_isolated_aggregate_filtering, image_metadata_prefilter,
-                          query_placement_for_image_type_support
+                          query_placement_for_image_type_support, coalesce_requests
     [filter_scheduler]    enabled_filters, weighers, host_subset_size,
                           shuffle_best_same_weighed_hosts, alternates_from (spread|next),
                           max_instances_per_host, max_io_ops_per_host,
@@ -65,6 +65,7 @@ class ServiceConfig:
     enable_isolated_aggregate_filtering: bool = False
     image_metadata_prefilter: bool = False
     query_placement_for_image_type_support: bool = False
+    coalesce_requests: bool = True
     enabled_filters: list[str] = field(default_factory=list)  # empty: every built-in filter
     weighers: list[str] = field(default_factory=list)  # empty: every built-in weigher
     host_subset_size: int = 1
@@ -84,6 +85,7 @@ class ServiceConfig:
             enable_isolated_aggregate_filtering=self.enable_isolated_aggregate_filtering,
             image_metadata_prefilter=self.image_metadata_prefilter,
             query_placement_for_image_type_support=self.query_placement_for_image_type_support,
+            coalesce_requests=self.coalesce_requests,
             enabled_filters=tuple(self.enabled_filters) or None, weighers=tuple(self.weighers) or None,
             multipliers={**DEFAULT_MULTIPLIERS, **self.multipliers}, host_subset_size=self.host_subset_size,
             shuffle_best_same_weighed_hosts=self.shuffle_best_same_weighed_hosts,
@@ -108,6 +110,7 @@ _FILE_KEYS = {
     "scheduler.enable_isolated_aggregate_filtering": "enable_isolated_aggregate_filtering",
     "scheduler.image_metadata_prefilter": "image_metadata_prefilter",
     "scheduler.query_placement_for_image_type_support": "query_placement_for_image_type_support",
+    "scheduler.coalesce_requests": "coalesce_requests",
     "filter_scheduler.enabled_filters": "enabled_filters", "filter_scheduler.weighers": "weighers",
     "filter_scheduler.host_subset_size": "host_subset_size",
     "filter_scheduler.shuffle_best_same_weighed_hosts": "shuffle_best_same_weighed_hosts",
