@@ -194,7 +194,18 @@ class LoopWorker(Worker):
                 self.loop.remove_reader(listener.fileno())
             if publish:
                 self._publish()
-        self.loop.call_later(seconds, self._update_accepting)
+        self.loop.call_later(seconds, self._resume_accepting)
+
+    def _resume_accepting(self) -> None:
+        # uvloop's timers may fire up to a millisecond before the loop's own
+        # clock reaches their time; ``_update_accepting`` would then find the
+        # pause not over and leave the listener unwatched, with nothing left
+        # to look again: an idle worker would never accept another connection.
+        remaining = self.paused_until - self.loop.time()
+        if remaining > 0:
+            self.loop.call_later(max(remaining, 0.001), self._resume_accepting)
+            return
+        self._update_accepting()
 
     async def _adopt(self, sock: socket.socket) -> None:
         try:
