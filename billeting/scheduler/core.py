@@ -356,18 +356,8 @@ class Scheduler:
         consumption = hosts[0].consumption if hosts else None
         outcomes: list[object] = [None] * len(batch)
         planned: list[tuple[int, _Claimed, RankedList]] = []
-        for i, a in enumerate(batch):
-            decision = a.decision
-            decision.version, decision.consumption = version, consumption
-            steps: list[FilterStep] = []
-            _, ranked = self.pipeline.rank(hosts, decision, steps)
-            won, _ = self._claim_down(ranked, a.request.instance_uuids[0], a.request, decision, set(), False)
-            if won is None:
-                outcomes[i] = _outcome(lambda: self._no_valid_host(a, len(hosts), steps))
-                continue
-            consumption.add(won.request)  # type: ignore[union-attr]
-            decision.placed(won.host)
-            planned.append((i, won, ranked))
+        for members in _alike(batch):
+            self._plan_alike(batch, members, hosts, version, consumption, outcomes, planned)
         if planned:
             writes = {won.instance: AllocationWrite(
                 allocations=won.request.allocations, project_id=batch[i].request.project_id,
@@ -385,13 +375,50 @@ class Scheduler:
                 return [_outcome(lambda a=a: self._decide(a.request, a.alternates, a.located, a.records, None,
                                                           None, _CLAIM_EACH))
                         for a in batch]
+        # Alternates never name a host another request of the batch was given.
+        given = {won.host.uuid for _, won, _ in planned}
         for i, won, ranked in planned:
             a = batch[i]
-            outcomes[i] = self._selections([won], ranked if a.alternates else [], set(), a.decision,
-                                           a.alternates, None)
+            outcomes[i] = self._selections([won], ranked if a.alternates else [], given - {won.host.uuid},
+                                           a.decision, a.alternates, None)
         LOG.debug("decided %d requests together (%d hosts offered, %d placed)", len(batch), len(hosts),
                   len(planned))
         return outcomes
+
+    def _plan_alike(self, batch: list[_Asked], members: list[int], hosts: list[HostState], version: str,
+                    consumption, outcomes: list[object], planned: list) -> None:
+        """Pick a host for each of ``members`` (indexes into ``batch`` of
+        requests alike but for their instance), claiming nothing yet.
+
+        Alike requests are ranked as the instances of one request are: one
+        ``Decision``, so the filters that depend only on the request run
+        once and the weighers' raw values are kept, recomputed only for the
+        hosts a pick changed. Each request still gets its own ranking."""
+        first = batch[members[0]]
+        decision = first.decision
+        if len(members) > 1:
+            decision.request = msgspec.structs.replace(
+                first.request, instance_uuids=tuple(batch[i].request.instance_uuids[0] for i in members))
+        decision.version, decision.consumption = version, consumption
+        pool = hosts
+        once: list[FilterStep] = []
+        for index, i in enumerate(members):
+            a = batch[i]
+            decision.index = index
+            trace: list[FilterStep] = []
+            passed, ranked = self.pipeline.rank(pool, decision, trace)
+            if index == 0:
+                pool, steps = passed, trace  # later requests re-check only per-instance filters
+                once = [s for s in trace if s.once_per_request]
+            else:
+                steps = once + trace
+            won, _ = self._claim_down(ranked, a.request.instance_uuids[0], a.request, decision, set(), False)
+            if won is None:
+                outcomes[i] = _outcome(lambda: self._no_valid_host(a, len(hosts), steps))
+                continue
+            consumption.add(won.request)
+            decision.placed(won.host)
+            planned.append((i, won, ranked))
 
     def _no_valid_host(self, asked: _Asked, offered: int, steps: list[FilterStep]):
         raise NoValidHost(self._explain(asked.request, asked.query, asked.qs, offered, steps, 0, 0))
@@ -535,6 +562,16 @@ class Scheduler:
         return explain_mod.explain(instances=request.num_instances, hosts_total=len(hosts),
                                    hosts_offered=offered, query=qs, placement=shortfalls, steps=steps,
                                    claims_lost=lost, placed=placed)
+
+
+def _alike(batch: list[_Asked]) -> list[list[int]]:
+    """Indexes of ``batch`` grouped by request, instance aside (and by the
+    alternates asked for), in order of first arrival."""
+    groups: dict[bytes, list[int]] = {}
+    for i, a in enumerate(batch):
+        shape = msgspec.json.encode(msgspec.structs.replace(a.request, instance_uuids=()))
+        groups.setdefault(b"%d:%s" % (a.alternates, shape), []).append(i)
+    return list(groups.values())
 
 
 def _outcome(work) -> object:

@@ -139,6 +139,50 @@ def test_a_decide_that_fails_fails_its_batch_only_and_nobody_hangs():
     pool.shutdown()
 
 
+def test_callers_of_a_batch_that_come_back_are_gathered_into_one_batch():
+    # Without gathering, the first caller back would go alone and the other
+    # two queue behind it: batches of one and of two in turn.
+    decide = Recorder()
+    coalescer = Coalescer(decide, gather_share=1e6, gather_max_s=WAIT_S)
+    pool, first, rest = run_all(coalescer, [("q", 1), ("q", 2), ("q", 3), ("q", 4)])
+    until(lambda: coalescer.waiting() == 3, "three requests to queue")
+    decide.gate.set()
+    assert sorted(f.result(WAIT_S) for f in [first, *rest]) == [10, 20, 30, 40]
+    assert [len(b) for b in decide.batches] == [1, 3]
+    back = pool.submit(coalescer.run, "q", 5)  # the first of the three back
+    until(lambda: "q" in coalescer._waiting, "the first caller back to lead")
+    others = [pool.submit(coalescer.run, "q", i) for i in (6, 7)]
+    assert sorted(f.result(WAIT_S) for f in [back, *others]) == [50, 60, 70]
+    assert sorted(decide.batches[2]) == [5, 6, 7] and len(decide.batches) == 3
+    pool.shutdown()
+
+
+def test_a_leader_gathers_no_longer_than_its_window():
+    decide = Recorder()
+    coalescer = Coalescer(decide, gather_share=1e6, gather_max_s=0.05)
+    pool, first, rest = run_all(coalescer, [("q", 1), ("q", 2), ("q", 3)])
+    until(lambda: coalescer.waiting() == 2, "two requests to queue")
+    decide.gate.set()
+    assert sorted(f.result(WAIT_S) for f in [first, *rest]) == [10, 20, 30]
+    # Only one of the three callers comes back: it is decided alone once
+    # the window (50 ms here) is over, not left waiting for the others.
+    assert coalescer.run("q", 4) == 40
+    assert decide.batches[-1] == [4] and not coalescer._waiting
+    pool.shutdown()
+
+
+def test_a_lone_request_long_after_a_batch_is_decided_at_once():
+    decide = Recorder()
+    coalescer = Coalescer(decide, gather_share=0.0)
+    pool, first, rest = run_all(coalescer, [("q", 1), ("q", 2), ("q", 3)])
+    until(lambda: coalescer.waiting() == 2, "two requests to queue")
+    decide.gate.set()
+    assert sorted(f.result(WAIT_S) for f in [first, *rest]) == [10, 20, 30]
+    assert coalescer.run("q", 4) == 40  # a window of nothing: no wait for the second caller
+    assert decide.batches[-1] == [4] and not coalescer._expected
+    pool.shutdown()
+
+
 # --- the scheduler's batch decision -----------------------------------------------------
 
 class Gated(InProcessPlacementClient):
@@ -216,6 +260,26 @@ def test_queued_requests_share_one_query_and_one_claim_and_spread(fleet, gated, 
         held = gated.get_allocations(request.instance_uuids[0])
         assert set(held.allocations) == {line[0].compute_node_uuid}
         assert (held.project_id, held.user_id) == ("proj", "user")
+
+
+def test_requests_alike_but_for_their_owner_are_ranked_apart_and_claimed_together(fleet, gated,
+                                                                                  make_scheduler):
+    for i in range(8):
+        fleet.host(f"h{i}")
+    scheduler = make_scheduler(client=gated)
+    owners = [("a", "ua"), ("b", "ub"), ("a", "ua"), ("b", "ub")]
+    requests = [request_from_nova(SMALL, instance_uuids=new_uuids(1), project_id=p, user_id=u)
+                for p, u in owners]
+    _, outcomes = decide_together(scheduler, gated, requests, alternates=2)
+    assert gated.posts == [4]
+    chosen = {line[0].nodename for line in outcomes}
+    assert len(chosen) == 4
+    for (project, user), request, line in zip(owners, requests, outcomes):
+        held = gated.get_allocations(request.instance_uuids[0])
+        assert (held.project_id, held.user_id) == (project, user)
+        assert set(held.allocations) == {line[0].compute_node_uuid}
+        # An alternate is never a host another request of the batch was given.
+        assert len(line) == 3 and not {s.nodename for s in line[1:]} & chosen
 
 
 def test_a_request_the_batch_left_no_room_for_gets_no_valid_host(fleet, gated, make_scheduler):
