@@ -7,6 +7,11 @@ measures the real scheduler (filters, weighers, claims) against it:
   single   sequential single-instance requests: latency p50/p95/p99
   clients  C scheduler processes, each sending single-instance requests
            back to back: instances placed per second
+  service  one ``billeting scheduler serve`` (--service-workers processes)
+           and C client processes, each sending ``POST /selections`` back
+           to back over its own keep-alive connection: instances placed per
+           second, as the scheduler's callers see it (opt-in: not in the
+           default --phases)
   multi    one request for M instances at a time: latency p50
   verify   no provider holds more than its capacity
 
@@ -22,6 +27,7 @@ scheduler's own process). Results: JSON on stdout, a summary on stderr.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import multiprocessing as mp
 import os
@@ -31,6 +37,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from contextlib import contextmanager
@@ -127,6 +134,88 @@ def placement_server(db: str, url: str | None, workers: int):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
+
+
+@contextmanager
+def scheduler_server(kind: str, db: str, url: str, limit: int, workers: int, threads: int, coalesce: bool):
+    """A real ``billeting scheduler serve``: Placement over HTTP at ``url``,
+    or in its own processes on ``db``; its API database a temporary SQLite
+    file (a selection without a server group reads nothing from it)."""
+    port = free_port()
+    api = tempfile.mkdtemp(prefix="sched-bench-api-")
+    placement = ["--placement-url", url] if kind == "http" else ["--placement-db", db]
+    env = dict(os.environ, BILLETING_SCHEDULER_MAX_PLACEMENT_RESULTS=str(limit),
+               BILLETING_SCHEDULER_COALESCE_REQUESTS="true" if coalesce else "false")
+    log_file = open(os.path.join(api, "scheduler.log"), "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "billeting.cli", "scheduler", "serve", "--db",
+                             f"sqlite:///{api}/api.db", "--auto-upgrade", "--port", str(port),
+                             "--workers", str(workers), "--threads", str(threads), "--log-level", "WARNING",
+                             *placement], stdout=log_file, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/")
+            if conn.getresponse().status == 200:
+                conn.close()
+                break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            log_file.close()
+            raise SystemExit("billeting scheduler serve did not start:\n"
+                             + open(os.path.join(api, "scheduler.log")).read()[-2000:])
+        time.sleep(0.2)
+    try:
+        yield port
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+        log_file.close()
+
+
+def selection_body() -> bytes:
+    return json.dumps({"instance_uuids": [str(uuid.uuid4())], "flavor": FLAVOR, "alternates": 2,
+                       "project_id": "bench", "user_id": "bench"}).encode()
+
+
+def _service_client(args) -> tuple[int, int, float]:
+    port, seconds, ready = args
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"X-Auth-Token": "admin", "Content-Type": "application/json"}
+
+    def select() -> int:
+        conn.request("POST", "/selections", body=selection_body(), headers=headers)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+
+    for _ in range(3):  # warm: every worker process loads its host catalog once
+        select()
+    ready.wait()
+    started = time.time()
+    placed = failed = 0
+    end = started + seconds
+    while time.time() < end:
+        if select() == 201:
+            placed += 1
+        else:
+            failed += 1
+    conn.close()
+    return placed, failed, time.time() - started
+
+
+def phase_service(port: int, clients: int, seconds: float) -> dict:
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(clients) as pool:
+        ready = manager.Barrier(clients)
+        results = pool.map(_service_client, [(port, seconds, ready) for _ in range(clients)])
+    placed = sum(r[0] for r in results)
+    elapsed = max(r[2] for r in results)
+    return {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
+            "instances_per_s": placed / elapsed}
 
 
 def make_scheduler(kind: str, db: str, url: str, limit: int, seed: int):
@@ -241,7 +330,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=20.0, help="length of the concurrent phase")
     ap.add_argument("--multi", type=int, default=50, help="instances in the multi-instance request")
     ap.add_argument("--multi-repeats", type=int, default=5)
-    ap.add_argument("--phases", default="single,clients,multi,verify")
+    ap.add_argument("--phases", default="single,clients,multi,verify",
+                    help="comma-separated: single, clients, multi, verify, service")
+    ap.add_argument("--service-workers", type=int, default=1, help="scheduler processes of the service phase")
+    ap.add_argument("--service-threads", type=int, default=16, help="request threads per scheduler process")
+    ap.add_argument("--no-coalesce", action="store_true",
+                    help="service phase: [scheduler] coalesce_requests = false")
     args = ap.parse_args()
     phases = set(args.phases.split(","))
 
@@ -259,6 +353,15 @@ def main() -> int:
             result["clients"] = phase_clients(args.client, args.db, url, args.limit, args.clients, args.seconds)
             log(f"  {result['clients']['instances_per_s']:.0f} instances/s "
                 f"({result['clients']['placed']} placed, {result['clients']['failed']} failed)")
+        if "service" in phases:
+            log(f"service: {args.clients} HTTP clients of one scheduler service "
+                f"({args.service_workers} process(es), {args.client} Placement) for {args.seconds:g} s")
+            with scheduler_server(args.client, args.db, url, args.limit, args.service_workers,
+                                  args.service_threads, not args.no_coalesce) as port:
+                result["service"] = phase_service(port, args.clients, args.seconds)
+            result["service"].update(workers=args.service_workers, coalesce=not args.no_coalesce)
+            log(f"  {result['service']['instances_per_s']:.0f} instances/s "
+                f"({result['service']['placed']} placed, {result['service']['failed']} failed)")
         if "multi" in phases:
             log(f"multi: {args.multi_repeats} requests of {args.multi} instances")
             result["multi"] = phase_multi(make_scheduler(args.client, args.db, url, args.limit, 2),
