@@ -211,13 +211,14 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
     cleared_consumers: list[int] = []
     # Consumers in uuid order, like the providers above, so that two requests
     # naming the same consumers lock their rows in the same order.
+    owners: dict = {}  # owner → its ids, looked up once per write (see consumers.create)
     for write in sorted(writes, key=lambda w: w.consumer_uuid):
         consumer = existing.get(write.consumer_uuid)
         if consumer is None:
             if not write.resources:
                 continue  # nothing to clear and nothing to create: no orphan record
             # Created at generation 1: this write is its first change.
-            consumer = consumers.create(conn, write.consumer_uuid, write.owner, generation=1)
+            consumer = consumers.create(conn, write.consumer_uuid, write.owner, generation=1, known=owners)
         else:
             consumers.bump_generation(conn, consumer)   # locks the row first
             consumers.update_owner(conn, consumer, write.owner)

@@ -173,21 +173,32 @@ def _insert_named(conn: Connection, table: Table, column: str, value: str) -> in
     return found
 
 
-def create(conn: Connection, uuid: str, owner: Owner, *, generation: int = 0) -> Consumer:
+def create(conn: Connection, uuid: str, owner: Owner, *, generation: int = 0,
+           known: dict[Owner, tuple[int, int, int | None]] | None = None) -> Consumer:
     """Insert a new consumer at ``generation``.
+
+    ``known``: owner → (project, user, type) ids found or made earlier in
+    the same transaction, so a write creating many consumers of one owner
+    (a scheduler's batch of claims) looks them up once.
 
     Losing a creation race to a concurrent writer of the same consumer asks
     for the whole unit of work to be re-run: the re-run sees the consumer and
     applies the generation rules to it (a ``null`` generation then becomes
     the proper 409 at mv >= 1.28).
     """
-    refs = _owner_refs(conn, owner)
-    project_ref = refs["p"] if "p" in refs else _insert_named(conn, t.projects, "external_id", owner.project_id)
-    user_ref = refs["u"] if "u" in refs else _insert_named(conn, t.users, "external_id", owner.user_id)
-    type_ref = None
-    if owner.consumer_type:
-        type_ref = refs["t"] if "t" in refs else _insert_named(
-            conn, t.consumer_types, "name", owner.consumer_type)
+    ids = known.get(owner) if known is not None else None
+    if ids is None:
+        refs = _owner_refs(conn, owner)
+        project_ref = refs["p"] if "p" in refs else _insert_named(conn, t.projects, "external_id", owner.project_id)
+        user_ref = refs["u"] if "u" in refs else _insert_named(conn, t.users, "external_id", owner.user_id)
+        type_ref = None
+        if owner.consumer_type:
+            type_ref = refs["t"] if "t" in refs else _insert_named(
+                conn, t.consumer_types, "name", owner.consumer_type)
+        if known is not None:
+            known[owner] = (project_ref, user_ref, type_ref)
+    else:
+        project_ref, user_ref, type_ref = ids
     new_id = insert_if_absent(conn, _c, {
         "uuid": uuid, "project_id": project_ref, "user_id": user_ref, "generation": generation,
         "consumer_type_id": type_ref, "created_at": utcnow()})

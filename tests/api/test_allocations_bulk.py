@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import event
 
 from tests.api.test_allocations import generation_of, new_uuid, set_inventory, usages_of
 
@@ -232,3 +233,28 @@ def test_consumer_key_with_trailing_newline(client, two_hosts):
     assert resp.status == 400
     assert resp.error["detail"].startswith("JSON does not validate: ")
     assert usages_of(client, src) == {}
+
+
+def test_an_owner_is_looked_up_once_however_many_consumers_it_creates(client, two_hosts, engine):
+    # A scheduler claims a batch of instances of one project in one POST:
+    # one lookup (or creation) of the project and user, not one per consumer.
+    src, dst = two_hosts
+    lookups = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany):
+        if "UNION ALL" in statement.upper() and "projects" in statement:
+            lookups.append(statement)
+
+    body = {new_uuid(): entry("1.38", {src: {"VCPU": 1}}, project="batch-p", user="batch-u") for _ in range(3)}
+    other = new_uuid()
+    body[other] = entry("1.38", {dst: {"VCPU": 1}}, project="batch-q", user="batch-u")
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        assert client.post("/allocations", json=body, mv="1.38").status == 204
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert len(lookups) == 2  # two owners
+    for consumer in body:
+        got = allocations_of(client, consumer)
+        assert (got["project_id"], got["user_id"]) == (("batch-q" if consumer == other else "batch-p"), "batch-u")
+        assert got["consumer_type"] == "INSTANCE"
