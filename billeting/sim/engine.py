@@ -80,7 +80,11 @@ class Run:
         settings = SchedulerSettings(max_placement_results=scenario.candidates_limit,
                                      host_subset_size=design.host_subset_size,
                                      alternates_from=design.effective_alternates_from(),
-                                     topology_levels=fleet.directory.levels)
+                                     topology_levels=fleet.directory.levels,
+                                     # Requests here are greenlets on one thread: one waiting
+                                     # for another's batch would block the thread, and with it
+                                     # the clock that must resume the batch's leader.
+                                     coalesce_requests=False)
         settings = settings.with_multipliers(ram_weight_multiplier=sign, cpu_weight_multiplier=sign,
                                              disk_weight_multiplier=sign, **design.multipliers)
         self.schedulers = [Scheduler(self.client, self.catalog, fleet.directory, settings,
