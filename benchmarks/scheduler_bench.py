@@ -109,6 +109,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_listening(proc: subprocess.Popen, port: int, what: str, log_path: str | None = None) -> None:
+    """Until the server started as ``proc`` accepts connections on ``port``
+    (a minute at most; it must not exit meanwhile)."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            tail = open(log_path, errors="replace").read()[-2000:] if log_path else ""
+            raise SystemExit(f"{what} did not start\n{tail}")
+        time.sleep(0.2)
+
+
 @contextmanager
 def placement_server(db: str, url: str | None, workers: int):
     if url:
@@ -118,19 +135,9 @@ def placement_server(db: str, url: str | None, workers: int):
     proc = subprocess.Popen([sys.executable, "-m", "billeting.cli", "serve", "--db", db, "--port", str(port),
                              "--workers", str(workers), "--log-level", "WARNING"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise SystemExit("billeting serve did not start")
+    wait_listening(proc, port, "billeting serve")
     try:
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
@@ -142,38 +149,24 @@ def scheduler_server(kind: str, db: str, url: str, limit: int, workers: int, thr
     or in its own processes on ``db``; its API database a temporary SQLite
     file (a selection without a server group reads nothing from it)."""
     port = free_port()
-    api = tempfile.mkdtemp(prefix="sched-bench-api-")
     placement = ["--placement-url", url] if kind == "http" else ["--placement-db", db]
     env = dict(os.environ, BILLETING_SCHEDULER_MAX_PLACEMENT_RESULTS=str(limit),
                BILLETING_SCHEDULER_COALESCE_REQUESTS="true" if coalesce else "false")
-    log_file = open(os.path.join(api, "scheduler.log"), "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "billeting.cli", "scheduler", "serve", "--db",
-                             f"sqlite:///{api}/api.db", "--auto-upgrade", "--port", str(port),
-                             "--workers", str(workers), "--threads", str(threads), "--log-level", "WARNING",
-                             *placement], stdout=log_file, stderr=subprocess.STDOUT, env=env,
-                            start_new_session=True)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/")
-            if conn.getresponse().status == 200:
-                conn.close()
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log_file.close()
-            raise SystemExit("billeting scheduler serve did not start:\n"
-                             + open(os.path.join(api, "scheduler.log")).read()[-2000:])
-        time.sleep(0.2)
-    try:
-        yield port
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(30)
-        log_file.close()
+    with tempfile.TemporaryDirectory(prefix="sched-bench-api-") as api:
+        log_path = os.path.join(api, "scheduler.log")
+        with open(log_path, "wb") as log_file:
+            proc = subprocess.Popen([sys.executable, "-m", "billeting.cli", "scheduler", "serve", "--db",
+                                     f"sqlite:///{api}/api.db", "--auto-upgrade", "--port", str(port),
+                                     "--workers", str(workers), "--threads", str(threads),
+                                     "--log-level", "WARNING", *placement],
+                                    stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            try:
+                wait_listening(proc, port, "billeting scheduler serve", log_path)
+                yield port
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGTERM)
+                    proc.wait(30)
 
 
 def selection_body() -> bytes:
@@ -208,14 +201,7 @@ def _service_client(args) -> tuple[int, int, float]:
 
 
 def phase_service(port: int, clients: int, seconds: float) -> dict:
-    ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager, ctx.Pool(clients) as pool:
-        ready = manager.Barrier(clients)
-        results = pool.map(_service_client, [(port, seconds, ready) for _ in range(clients)])
-    placed = sum(r[0] for r in results)
-    elapsed = max(r[2] for r in results)
-    return {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
-            "instances_per_s": placed / elapsed}
+    return run_clients(_service_client, [(port, seconds) for _ in range(clients)])
 
 
 def make_scheduler(kind: str, db: str, url: str, limit: int, seed: int):
@@ -274,11 +260,17 @@ def _client_worker(args) -> tuple[int, int, float]:
 
 
 def phase_clients(kind: str, db: str, url: str, limit: int, clients: int, seconds: float) -> dict:
+    return run_clients(_client_worker, [(kind, db, url, limit, 1000 + i, seconds) for i in range(clients)])
+
+
+def run_clients(worker, args: list[tuple]) -> dict:
+    """``worker(*a, ready)`` in one process per ``a`` of ``args``, started
+    together at a barrier; each returns (placed, failed, seconds)."""
+    clients = len(args)
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, ctx.Pool(clients) as pool:
         ready = manager.Barrier(clients)
-        results = pool.map(_client_worker, [(kind, db, url, limit, 1000 + i, seconds, ready)
-                                            for i in range(clients)])
+        results = pool.map(worker, [(*a, ready) for a in args])
     placed = sum(r[0] for r in results)
     elapsed = max(r[2] for r in results)
     return {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
