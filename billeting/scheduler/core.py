@@ -355,7 +355,8 @@ class Scheduler:
             return [exc] * len(batch)
         consumption = hosts[0].consumption if hosts else None
         outcomes: list[object] = [None] * len(batch)
-        planned: list[tuple[int, _Claimed, RankedList]] = []
+        # (request's index in the batch, its pick, its ranking, the Decision it was ranked by)
+        planned: list[tuple[int, _Claimed, RankedList, Decision]] = []
         for members in _alike(batch):
             self._plan_alike(batch, members, hosts, version, consumption, outcomes, planned)
         if planned:
@@ -363,7 +364,7 @@ class Scheduler:
                 allocations=won.request.allocations, project_id=batch[i].request.project_id,
                 user_id=batch[i].request.user_id, consumer_generation=None,
                 mappings=won.request.mappings or None, consumer_type=batch[i].request.consumer_type)
-                for i, won, _ in planned}
+                for i, won, _, _ in planned}
             try:
                 outcome = self.client.post_allocations(writes)
             except PlacementError as exc:
@@ -376,11 +377,11 @@ class Scheduler:
                                                           None, _CLAIM_EACH))
                         for a in batch]
         # Alternates never name a host another request of the batch was given.
-        given = {won.host.uuid for _, won, _ in planned}
-        for i, won, ranked in planned:
-            a = batch[i]
-            outcomes[i] = self._selections([won], ranked if a.alternates else [], given - {won.host.uuid},
-                                           a.decision, a.alternates, None)
+        given = {won.host.uuid for _, won, _, _ in planned}
+        for i, won, ranked, decision in planned:
+            alternates = batch[i].alternates
+            outcomes[i] = self._selections([won], ranked if alternates else [], given - {won.host.uuid},
+                                           decision, alternates, None)
         LOG.debug("decided %d requests together (%d hosts offered, %d placed)", len(batch), len(hosts),
                   len(planned))
         return outcomes
@@ -418,7 +419,7 @@ class Scheduler:
                 continue
             consumption.add(won.request)
             decision.placed(won.host)
-            planned.append((i, won, ranked))
+            planned.append((i, won, ranked, decision))
 
     def _no_valid_host(self, asked: _Asked, offered: int, steps: list[FilterStep]):
         raise NoValidHost(self._explain(asked.request, asked.query, asked.qs, offered, steps, 0, 0))

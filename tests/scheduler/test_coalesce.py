@@ -247,7 +247,9 @@ def test_queued_requests_share_one_query_and_one_claim_and_spread(fleet, gated, 
         fleet.host(f"h{i}")
     scheduler = make_scheduler(client=gated)
     requests = [req() for _ in range(4)]
-    _, outcomes = decide_together(scheduler, gated, requests, alternates=2)
+    alone, outcomes = decide_together(scheduler, gated, requests, alternates=2)
+    version = alone[0].allocation_request_version
+    assert version
     assert gated.queries == 2 and gated.posts == [4] and gated.puts == 1  # the lone first request: one PUT
     chosen = [line[0] for line in outcomes]
     # Each request ranked after the ones before it consumed their picks:
@@ -256,6 +258,8 @@ def test_queued_requests_share_one_query_and_one_claim_and_spread(fleet, gated, 
     for request, line in zip(requests, outcomes):
         assert line[0].claimed and line[0].consumer_uuid == request.instance_uuids[0]
         assert len(line) == 3 and all(not s.claimed for s in line[1:])
+        # Every Selection names the microversion its allocation request came in.
+        assert all(s.allocation_request_version == version for s in line)
         assert line[0].nodename not in {s.nodename for s in line[1:]}
         held = gated.get_allocations(request.instance_uuids[0])
         assert set(held.allocations) == {line[0].compute_node_uuid}
