@@ -197,28 +197,32 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
     _admit(amounts, rc_ids, inventories, usage)
 
     # Step 3: compare-and-set, in id order so concurrent writers lock alike.
-    bumped: dict[str, int] = {}
     to_bump = set(wanted)
-    for ref in sorted((r for r in refs if r.uuid in to_bump or r.id in cleared_ids), key=lambda r: r.id):
-        try:
-            bumped[ref.uuid] = providers.bump_generation(conn, ref.id, ref.generation)
-        except errors.ConcurrentUpdate:
-            raise Retry(f"resource provider {ref.uuid} generation changed") from None
+    ordered = sorted((r for r in refs if r.uuid in to_bump or r.id in cleared_ids), key=lambda r: r.id)
+    try:
+        providers.bump_generations(conn, [(ref.id, ref.generation) for ref in ordered])
+    except errors.ConcurrentUpdate:
+        raise Retry("a resource provider's generation changed") from None
+    bumped = {ref.uuid: ref.generation + 1 for ref in ordered}
 
-    # Step 4: consumers, then allocation rows.
+    # Step 4: consumers, then allocation rows. Consumers in uuid order, like
+    # the providers above, so that two requests naming the same consumers
+    # lock their rows in the same order: the new ones first, in one insert
+    # (created at generation 1: this write is their first change; a consumer
+    # with nothing to clear and nothing to create gets no orphan record),
+    # then the existing ones.
+    by_consumer = sorted(writes, key=lambda w: w.consumer_uuid)
+    new = [(w.consumer_uuid, w.owner) for w in by_consumer if w.consumer_uuid not in existing and w.resources]
+    created = consumers.create_many(conn, new, generation=1) if new else {}
     now = providers.utcnow()
     rows: list[dict] = []
     cleared_consumers: list[int] = []
-    # Consumers in uuid order, like the providers above, so that two requests
-    # naming the same consumers lock their rows in the same order.
-    owners: dict = {}  # owner → its ids, looked up once per write (see consumers.create)
-    for write in sorted(writes, key=lambda w: w.consumer_uuid):
+    for write in by_consumer:
         consumer = existing.get(write.consumer_uuid)
         if consumer is None:
-            if not write.resources:
-                continue  # nothing to clear and nothing to create: no orphan record
-            # Created at generation 1: this write is its first change.
-            consumer = consumers.create(conn, write.consumer_uuid, write.owner, generation=1, known=owners)
+            consumer = created.get(write.consumer_uuid)
+            if consumer is None:
+                continue
         else:
             consumers.bump_generation(conn, consumer)   # locks the row first
             consumers.update_owner(conn, consumer, write.owner)

@@ -21,7 +21,7 @@ from billeting.placement import errors
 from billeting.placement.providers import utcnow
 from billeting.placement.store import tables as t
 from billeting.placement.store.tx import Retry
-from billeting.placement.store.upsert import insert_if_absent
+from billeting.placement.store.upsert import insert_all_new, insert_if_absent
 
 # What GET /allocations and GET /usages report for a consumer without a type.
 UNKNOWN_TYPE = "unknown"
@@ -173,40 +173,57 @@ def _insert_named(conn: Connection, table: Table, column: str, value: str) -> in
     return found
 
 
+def _owner_ids(conn: Connection, owner: Owner,
+               known: dict[Owner, tuple[int, int, int | None]] | None) -> tuple[int, int, int | None]:
+    """(project, user, type) ids of ``owner``, made if missing; ``known``
+    remembers them for the rest of the transaction."""
+    ids = known.get(owner) if known is not None else None
+    if ids is not None:
+        return ids
+    refs = _owner_refs(conn, owner)
+    project_ref = refs["p"] if "p" in refs else _insert_named(conn, t.projects, "external_id", owner.project_id)
+    user_ref = refs["u"] if "u" in refs else _insert_named(conn, t.users, "external_id", owner.user_id)
+    type_ref = None
+    if owner.consumer_type:
+        type_ref = refs["t"] if "t" in refs else _insert_named(conn, t.consumer_types, "name", owner.consumer_type)
+    ids = (project_ref, user_ref, type_ref)
+    if known is not None:
+        known[owner] = ids
+    return ids
+
+
 def create(conn: Connection, uuid: str, owner: Owner, *, generation: int = 0,
            known: dict[Owner, tuple[int, int, int | None]] | None = None) -> Consumer:
-    """Insert a new consumer at ``generation``.
+    """Insert a new consumer at ``generation`` (see ``create_many``)."""
+    return create_many(conn, [(uuid, owner)], generation=generation, known=known)[uuid]
+
+
+def create_many(conn: Connection, new: list[tuple[str, Owner]], *, generation: int = 0,
+                known: dict[Owner, tuple[int, int, int | None]] | None = None) -> dict[str, Consumer]:
+    """Insert new consumers (uuid, owner) at ``generation``, in one
+    statement, in the order given; the consumers by uuid.
 
     ``known``: owner → (project, user, type) ids found or made earlier in
     the same transaction, so a write creating many consumers of one owner
     (a scheduler's batch of claims) looks them up once.
 
-    Losing a creation race to a concurrent writer of the same consumer asks
-    for the whole unit of work to be re-run: the re-run sees the consumer and
+    Losing a creation race to a concurrent writer of any of them asks for
+    the whole unit of work to be re-run: the re-run sees the consumer and
     applies the generation rules to it (a ``null`` generation then becomes
     the proper 409 at mv >= 1.28).
     """
-    ids = known.get(owner) if known is not None else None
+    known = {} if known is None else known
+    now = utcnow()
+    refs = [_owner_ids(conn, owner, known) for _uuid, owner in new]
+    rows = [{"uuid": uuid, "project_id": p, "user_id": u, "generation": generation,
+             "consumer_type_id": ty, "created_at": now} for (uuid, _owner), (p, u, ty) in zip(new, refs)]
+    ids = insert_all_new(conn, _c, rows, "uuid")
     if ids is None:
-        refs = _owner_refs(conn, owner)
-        project_ref = refs["p"] if "p" in refs else _insert_named(conn, t.projects, "external_id", owner.project_id)
-        user_ref = refs["u"] if "u" in refs else _insert_named(conn, t.users, "external_id", owner.user_id)
-        type_ref = None
-        if owner.consumer_type:
-            type_ref = refs["t"] if "t" in refs else _insert_named(
-                conn, t.consumer_types, "name", owner.consumer_type)
-        if known is not None:
-            known[owner] = (project_ref, user_ref, type_ref)
-    else:
-        project_ref, user_ref, type_ref = ids
-    new_id = insert_if_absent(conn, _c, {
-        "uuid": uuid, "project_id": project_ref, "user_id": user_ref, "generation": generation,
-        "consumer_type_id": type_ref, "created_at": utcnow()})
-    if new_id is None:
-        raise Retry(f"consumer {uuid} was created concurrently")
-    return Consumer(id=new_id, uuid=uuid, project_id=owner.project_id, user_id=owner.user_id,
-                    generation=generation, consumer_type=owner.consumer_type,
-                    project_ref=project_ref, user_ref=user_ref, type_ref=type_ref)
+        raise Retry("a consumer was created concurrently")
+    return {uuid: Consumer(id=ids[uuid], uuid=uuid, project_id=owner.project_id, user_id=owner.user_id,
+                           generation=generation, consumer_type=owner.consumer_type,
+                           project_ref=p, user_ref=u, type_ref=ty)
+            for (uuid, owner), (p, u, ty) in zip(new, refs)}
 
 
 def update_owner(conn: Connection, consumer: Consumer, owner: Owner) -> None:

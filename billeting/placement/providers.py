@@ -466,13 +466,25 @@ def _check_deletable(conn: Connection, provider: Provider) -> None:
 
 def bump_generation(conn: Connection, provider_id: int, seen: int) -> int:
     """Compare-and-set the generation; ``ConcurrentUpdate`` if somebody else won."""
-    result = conn.execute(_BUMP, {"provider_id": provider_id, "seen": seen,
-                                  "new_generation": seen + 1, "now": utcnow()})
-    if result.rowcount != 1:
+    bump_generations(conn, [(provider_id, seen)])
+    return seen + 1
+
+
+def bump_generations(conn: Connection, seen: list[tuple[int, int]]) -> None:
+    """Compare-and-set the generation of every (provider id, generation
+    seen) pair, in the order given, in one round trip (an executemany: the
+    drivers of all three databases sum its row counts);
+    ``ConcurrentUpdate`` if somebody else changed any of them."""
+    if not seen:
+        return
+    now = utcnow()
+    params = [{"provider_id": provider_id, "seen": generation, "new_generation": generation + 1, "now": now}
+              for provider_id, generation in seen]
+    result = conn.execute(_BUMP, params[0] if len(params) == 1 else params)
+    if result.rowcount != len(params):
         raise errors.ConcurrentUpdate(
             "resource provider generation conflict: another process changed the provider. "
             "Please retry your request.")
-    return seen + 1
 
 
 def check_generation(provider: Provider, given: int) -> None:

@@ -550,16 +550,16 @@ def _client_with_retries(settings, engine, retries: int) -> PlacementClient:
 def test_lost_generation_race_is_retried(settings, engine, create_provider, client, monkeypatch):
     rp = create_provider()["uuid"]
     set_inventory(client, rp, {"VCPU": 4})
-    real = providers_module.bump_generation
+    real = providers_module.bump_generations
     calls = {"n": 0}
 
-    def flaky(conn, provider_id, seen):
+    def flaky(conn, seen):
         calls["n"] += 1
         if calls["n"] == 1:   # another writer "won" once
-            return real(conn, provider_id, seen - 1)
-        return real(conn, provider_id, seen)
+            return real(conn, [(provider_id, generation - 1) for provider_id, generation in seen])
+        return real(conn, seen)
 
-    monkeypatch.setattr(providers_module, "bump_generation", flaky)
+    monkeypatch.setattr(providers_module, "bump_generations", flaky)
     retrying = _client_with_retries(settings, engine, 3)
     before = generation_of(client, rp)
     assert put_allocations(retrying, new_uuid(), {rp: {"VCPU": 1}}).status == 204
@@ -567,12 +567,36 @@ def test_lost_generation_race_is_retried(settings, engine, create_provider, clie
     assert generation_of(client, rp) == before + 1
 
 
+def test_one_lost_compare_and_set_among_many_fails_the_bump(engine, create_provider, client):
+    """The providers of a write are bumped in one executemany: a single
+    stale generation among them must still be noticed (the drivers sum the
+    row counts), and nothing of the bump may be kept."""
+    from billeting.placement import errors as placement_errors
+    from billeting.placement.store.tx import run_write
+
+    uuids = [create_provider()["uuid"] for _ in range(3)]
+    with engine.connect() as conn:
+        found = providers_module.get_many(conn, uuids)
+    seen = sorted((p.id, p.generation) for p in found.values())
+    stale = seen[:2] + [(seen[2][0], seen[2][1] + 7)]   # the last one was changed meanwhile
+    before = {u: generation_of(client, u) for u in uuids}
+
+    def work(conn):
+        providers_module.bump_generations(conn, stale)
+
+    with pytest.raises(placement_errors.ConcurrentUpdate):
+        run_write(engine, work)
+    assert {u: generation_of(client, u) for u in uuids} == before
+    run_write(engine, lambda conn: providers_module.bump_generations(conn, seen))
+    assert {u: generation_of(client, u) for u in uuids} == {u: g + 1 for u, g in before.items()}
+
+
 def test_exhausted_retries_are_409(settings, engine, create_provider, client, monkeypatch):
     rp = create_provider()["uuid"]
     set_inventory(client, rp, {"VCPU": 4})
-    real = providers_module.bump_generation
-    monkeypatch.setattr(providers_module, "bump_generation",
-                        lambda conn, provider_id, seen: real(conn, provider_id, seen - 1))
+    real = providers_module.bump_generations
+    monkeypatch.setattr(providers_module, "bump_generations",
+                        lambda conn, seen: real(conn, [(p, g - 1) for p, g in seen]))
     retrying = _client_with_retries(settings, engine, 2)
     consumer = new_uuid()
     resp = put_allocations(retrying, consumer, {rp: {"VCPU": 1}})

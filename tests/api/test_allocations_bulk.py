@@ -258,3 +258,51 @@ def test_an_owner_is_looked_up_once_however_many_consumers_it_creates(client, tw
         got = allocations_of(client, consumer)
         assert (got["project_id"], got["user_id"]) == (("batch-q" if consumer == other else "batch-p"), "batch-u")
         assert got["consumer_type"] == "INSTANCE"
+
+
+def test_a_batch_of_new_consumers_costs_one_insert_and_one_bump_statement(client, two_hosts, engine):
+    # The scheduler's batch claims: however many consumers and providers,
+    # their consumers go in with one INSERT and the providers' generations
+    # move with one (executemany) UPDATE.
+    src, dst = two_hosts
+    sent = []
+
+    def seen(conn, cursor, statement, parameters, context, executemany):
+        sent.append(" ".join(statement.split()[:4]).upper().replace("IGNORE ", ""))
+
+    body = {new_uuid(): entry("1.38", {host: {"VCPU": 1}}) for host in (src, dst, src, dst, src)}
+    before = {host: generation_of(client, host) for host in (src, dst)}
+    used = {host: client.get(f"/resource_providers/{host}/usages").json["usages"].get("VCPU", 0)
+            for host in (src, dst)}
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        assert client.post("/allocations", json=body, mv="1.38").status == 204
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    assert sum(s.startswith("INSERT INTO CONSUMERS") for s in sent) == 1
+    assert sum(s.startswith("UPDATE RESOURCE_PROVIDERS") for s in sent) == 1
+    assert {host: generation_of(client, host) for host in (src, dst)} == {h: g + 1 for h, g in before.items()}
+    for consumer in body:
+        assert allocations_of(client, consumer)["consumer_generation"] == 1
+    assert {host: client.get(f"/resource_providers/{host}/usages").json["usages"]["VCPU"]
+            for host in (src, dst)} == {src: used[src] + 3, dst: used[dst] + 2}
+
+
+def test_creating_consumers_of_which_one_exists_asks_for_a_rerun(client, two_hosts, engine):
+    # What a writer that lost a creation race sees: the whole unit of work
+    # is re-run (and then meets the consumer's generation rules).
+    from billeting.placement import consumers
+    from billeting.placement.store.tx import Retry
+
+    src, _ = two_hosts
+    taken = new_uuid()
+    assert client.post("/allocations", mv="1.28", json={taken: entry("1.28", {src: {"VCPU": 1}})}).status == 204
+    fresh = sorted([new_uuid(), new_uuid()])
+    owner = consumers.Owner("p", "u", None)
+    with engine.connect() as conn:
+        with pytest.raises(Retry):
+            with conn.begin():
+                consumers.create_many(conn, [(fresh[0], owner), (taken, owner), (fresh[1], owner)], generation=1)
+        with conn.begin():
+            made = consumers.create_many(conn, [(u, owner) for u in fresh], generation=1)
+            assert consumers.get_many(conn, fresh) == made

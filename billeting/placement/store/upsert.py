@@ -13,7 +13,7 @@ values) to warnings, so callers must validate values before they get here.
 """
 from __future__ import annotations
 
-from sqlalchemy import Connection, Table, insert
+from sqlalchemy import Connection, Table, insert, select
 
 
 # (dialect name, table name) → the statement; values are bound per call, so
@@ -30,13 +30,9 @@ def _statement(conn: Connection, table: Table):
     if dialect == "mysql":
         stmt = insert(table).prefix_with("IGNORE")
     else:
-        if dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as dialect_insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert as dialect_insert
         # psycopg reports no rowcount for ON CONFLICT inserts: RETURNING says
         # which rows really went in.
-        stmt = dialect_insert(table).on_conflict_do_nothing().returning(*table.primary_key.columns)
+        stmt = _conflict_free_insert(dialect, table).returning(*table.primary_key.columns)
     _STATEMENTS[key] = stmt
     return stmt
 
@@ -59,3 +55,37 @@ def insert_if_absent(conn: Connection, table: Table, values: dict) -> int | None
     if conn.dialect.name == "mysql":
         return result.inserted_primary_key[0] if result.rowcount == 1 else None
     return result.scalar()
+
+
+# (dialect name, table name, key column) → the statement of ``insert_all_new``.
+_RETURNING_KEYS: dict[tuple[str, str, str], object] = {}
+
+
+def insert_all_new(conn: Connection, table: Table, rows: list[dict], key: str) -> dict[str, int] | None:
+    """Insert ``rows`` in ONE statement, none of which may exist yet: their
+    new ids by ``key`` value, or None when a unique constraint already held
+    any of them (the rest are inserted all the same; callers then re-run
+    their unit of work). Many rows cost one round trip, not one each."""
+    dialect = conn.dialect.name
+    if dialect == "mysql":
+        # No RETURNING on MySQL: count what went in, then read the ids back
+        # (our own uncommitted rows, visible to this transaction only).
+        if conn.execute(_statement(conn, table), rows).rowcount != len(rows):
+            return None
+        found = conn.execute(select(table.c.id, table.c[key])
+                             .where(table.c[key].in_([row[key] for row in rows])))
+        return {value: id_ for id_, value in found}
+    stmt = _RETURNING_KEYS.get((dialect, table.name, key))
+    if stmt is None:
+        stmt = _RETURNING_KEYS[(dialect, table.name, key)] = (
+            _conflict_free_insert(dialect, table).returning(table.c.id, table.c[key]))
+    inserted = {value: id_ for id_, value in conn.execute(stmt, rows)}
+    return inserted if len(inserted) == len(rows) else None
+
+
+def _conflict_free_insert(dialect: str, table: Table):
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    return dialect_insert(table).on_conflict_do_nothing()
