@@ -37,6 +37,8 @@ class Decision:
     multiplier_cache: dict[str, dict[str, float]] = field(default_factory=dict)
     # Weigher name → host uuid → raw value, kept while what it depends on is unchanged.
     raw_cache: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The same values as arrays for the last list of hosts ranked (a pipeline.RawFrame).
+    raw_frame: object = None
     # Filter name → what it read from the request (parsed once, used for every host).
     memo: dict[str, object] = field(default_factory=dict)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import is_, itemgetter
 
 import numpy as np
 
@@ -89,6 +89,50 @@ class RankedList(Sequence[Ranked]):
         return RankedList(self.hosts, self.weights, [order[i]] + order[:i] + order[i + 1:], self.shares)
 
 
+class RawFrame:
+    """One list of hosts and, per weigher, its raw values in that order:
+    kept by a Decision between rankings while the filters leave that very
+    list (changed hosts are updated in place)."""
+
+    __slots__ = ("hosts", "raw", "_positions")
+
+    def __init__(self, hosts: list[HostState]) -> None:
+        self.hosts = hosts
+        self.raw: dict[str, np.ndarray] = {}
+        self._positions: dict[str, int] | None = None
+
+    def holds(self, hosts: list[HostState]) -> bool:
+        mine = self.hosts
+        return mine is hosts or (len(mine) == len(hosts) and all(map(is_, mine, hosts)))
+
+    def positions_of(self, uuids) -> list[int]:
+        if self._positions is None:
+            self._positions = {h.uuid: i for i, h in enumerate(self.hosts)}
+        get = self._positions.get
+        return [i for i in map(get, uuids) if i is not None]
+
+
+class _Lookups:
+    """The hosts' uuids (and uuid → host), made on first use only."""
+
+    __slots__ = ("hosts", "_uuids", "_index")
+
+    def __init__(self, hosts: list[HostState]) -> None:
+        self.hosts = hosts
+        self._uuids: list[str] | None = None
+        self._index: dict[str, HostState] | None = None
+
+    def uuids(self) -> list[str]:
+        if self._uuids is None:
+            self._uuids = [h.uuid for h in self.hosts]
+        return self._uuids
+
+    def index(self) -> dict[str, HostState]:
+        if self._index is None:
+            self._index = dict(zip(self.uuids(), self.hosts))
+        return self._index
+
+
 class Pipeline:
     def __init__(self, settings: SchedulerSettings, rng: random.Random | None = None) -> None:
         self.settings = settings
@@ -124,16 +168,19 @@ class Pipeline:
         total = np.zeros(count)
         shares: list[tuple[str, np.ndarray]] = []
         changed = decision.consumption_changed()
-        uuids = [h.uuid for h in hosts]
-        # The hosts whose values a claim changed, by uuid (see _raw).
-        index = dict(zip(uuids, hosts)) if changed else {}
+        frame = None
+        if decision.request.num_instances > 1:  # (a single instance is ranked once)
+            frame = decision.raw_frame
+            if frame is None or not frame.holds(hosts):
+                frame = decision.raw_frame = RawFrame(hosts)
+        lookups = _Lookups(hosts)
         for w in self.weighers:
             if not w.active(decision):
                 continue
             multipliers = self._multipliers(w, hosts, decision)
             if multipliers is None:
                 continue
-            raw = self._raw(w, hosts, uuids, decision, changed, index)
+            raw = self._raw(w, hosts, decision, changed, frame, lookups)
             if w.minval is not None or w.maxval is not None:
                 raw = np.clip(raw, w.minval, w.maxval)
             lo = w.minval if w.minval is not None else raw.min()
@@ -151,20 +198,38 @@ class Pipeline:
                           [(name, share.tolist()) for name, share in shares] if scores else None)
 
     @staticmethod
-    def _raw(w, hosts: list[HostState], uuids: list[str], decision: Decision, changed: set[str],
-             index: dict[str, HostState]) -> np.ndarray:
+    def _raw(w, hosts: list[HostState], decision: Decision, changed: set[str], frame: "RawFrame | None",
+             lookups: "_Lookups") -> np.ndarray:
         """Raw values in ``hosts`` order, computed only where missing.
 
-        Later instances weigh a subset of the first one's hosts, whose values
-        are all kept: only the hosts a claim changed (``index`` finds them)
-        are weighed again, without a pass over every host per weigher."""
+        Later instances of a request (and later requests of a batch) are
+        usually ranked over the very hosts the first one was: ``frame``
+        keeps one array per weigher for that list, and only the hosts a
+        claim changed are weighed again. When the filters left another
+        list, the values are found by uuid (``raw_cache``), weighing only
+        the hosts not seen yet or changed."""
+        if frame is None or w.depends == "group":
+            return np.array(w.values(hosts, decision), dtype=float)
+        kept = frame.raw.get(w.name)
+        if kept is not None:
+            if w.depends == "usage" and changed:
+                where = frame.positions_of(changed)
+                if where:
+                    kept[where] = w.values([hosts[i] for i in where], decision)
+                cache = decision.raw_cache.get(w.name)
+                if cache:
+                    for uuid in changed:
+                        cache.pop(uuid, None)  # weighed again if it is ranked by uuid again
+            return kept
+        uuids = lookups.uuids()
         cache = decision.raw_cache.get(w.name)
-        if cache is None or w.depends == "group":
+        if cache is None:
             values = w.values(hosts, decision)
-            if decision.request.num_instances > 1:  # (a single instance is ranked once)
-                decision.raw_cache[w.name] = dict(zip(uuids, values))
-            return np.array(values, dtype=float)
+            decision.raw_cache[w.name] = dict(zip(uuids, values))
+            found = frame.raw[w.name] = np.array(values, dtype=float)
+            return found
         if w.depends == "usage" and changed:
+            index = lookups.index()
             again = []
             for uuid in changed:
                 host = index.get(uuid)
@@ -175,12 +240,13 @@ class Pipeline:
             if again:
                 cache.update(zip((h.uuid for h in again), w.values(again, decision)))
         try:
-            found = itemgetter(*uuids)(cache)
+            values = itemgetter(*uuids)(cache)
         except KeyError:  # hosts this request has not weighed yet
             missing = [h for h in hosts if h.uuid not in cache]
             cache.update(zip((h.uuid for h in missing), w.values(missing, decision)))
-            found = itemgetter(*uuids)(cache)
-        return np.array(found if len(uuids) > 1 else [found], dtype=float)
+            values = itemgetter(*uuids)(cache)
+        found = frame.raw[w.name] = np.array(values if len(uuids) > 1 else [values], dtype=float)
+        return found
 
     @staticmethod
     def _multipliers(w, hosts: list[HostState], decision: Decision):

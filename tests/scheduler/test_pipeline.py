@@ -160,3 +160,35 @@ def test_later_instances_weigh_again_exactly_the_hosts_their_claims_changed():
     ranked = pipe.weigh(hosts, d)  # "b" is back, with 800 free: last
     assert free_in_order(ranked) == [("c", 1000), ("a", 900), ("b", 800)]
     assert [round(r.weight, 3) for r in ranked] == [1.0, 0.9, 0.8]  # (minval 0)
+
+
+def test_kept_raw_values_always_equal_weighing_afresh():
+    """Whatever the claims and whichever lists of hosts the filters leave
+    (the very list again, a subset, the full list back), weights from kept
+    values are the weights a fresh weighing gives."""
+    rng = random.Random(7)
+    settings = SchedulerSettings(weighers=("RAMWeigher", "CPUWeigher"))
+    for trial in range(20):
+        shared = Consumption()
+        hosts = [host(f"h{k}", ram=rng.choice((1000, 2000)), vcpu=rng.choice((8, 16)), consumption=shared)
+                 for k in range(12)]
+        pipe = Pipeline(settings)
+        kept = decision(settings, instances=tuple(f"i{k}" for k in range(10)))
+        kept.consumption = shared
+        listed = hosts
+        for index in range(10):
+            kept.index = index
+            ranked = pipe.weigh(listed, kept)
+            fresh = pipe.weigh(listed, decision(settings))
+            assert {r.host.name: round(r.weight, 9) for r in ranked} == \
+                {r.host.name: round(r.weight, 9) for r in fresh}, (trial, index)
+            shared.add(rng.choice(listed).candidates[0])   # a claim somewhere on the list
+            if rng.random() < 0.3:
+                shared.add(rng.choice(hosts).candidates[0])   # and maybe on a host not listed
+            roll = rng.random()
+            if roll < 0.3:
+                listed = rng.sample(hosts, 8)
+            elif roll < 0.5:
+                listed = hosts
+            elif roll < 0.6:
+                listed = list(listed)  # another list object with the same hosts
