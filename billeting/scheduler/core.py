@@ -515,7 +515,7 @@ class Scheduler:
 
         # Ranks, not ``Ranked`` entries: only the picks are made into entries.
         if self.settings.alternates_from == "spread":
-            pool = ranked.positions(eligible)
+            pool = ranked.positions_in_cell(cell_uuid, chosen | dropped)
             n = len(pool)
             if n > wanted:
                 starts = [(i + 1) * n // (wanted + 1) for i in range(wanted)]

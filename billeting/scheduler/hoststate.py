@@ -151,15 +151,26 @@ _NO_DOMAINS: Mapping[str, str] = MappingProxyType({})
 
 def free_values(hosts: list[HostState], rc: str) -> list[int]:
     """``[h.free(rc) for h in hosts]`` without a method call per host: the
-    resource weighers ask this of every candidate, for several classes."""
+    resource weighers ask this of every candidate, for several classes.
+    A flat host nothing was claimed on yet is read straight from its
+    summary (the first ranking of a request meets only such hosts, and
+    filling a cache of every class there would cost twice as much)."""
     out = []
     append = out.append
     for h in hosts:
         cache = h.free_cache
-        if not cache or ((stale := h.consumption.stale) and h.uuid in stale):
-            h._fill_free()
-            cache = h.free_cache
-        append(cache.get(rc, 0))
+        if cache is None:
+            consumed = h.consumption.by_provider
+            tree = h.tree
+            if len(tree) == 1 and not (consumed and tree[0] in consumed):
+                cap = h.summaries[tree[0]].resources.get(rc)
+                append(0 if cap is None or (v := cap.capacity - cap.used) < 0 else v)
+                continue
+        elif not ((stale := h.consumption.stale) and h.uuid in stale):
+            append(cache.get(rc, 0))
+            continue
+        h._fill_free()
+        append(h.free_cache.get(rc, 0))
     return out
 
 

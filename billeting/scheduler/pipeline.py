@@ -79,10 +79,12 @@ class RankedList(Sequence[Ranked]):
         """The host at rank ``i``, without making its ``Ranked`` entry."""
         return self.hosts[self.order[i]]
 
-    def positions(self, keep) -> list[int]:
-        """Ranks (best first) of the hosts for which ``keep(host)`` is true."""
+    def positions_in_cell(self, cell_uuid: str, excluded: set[str]) -> list[int]:
+        """Ranks (best first) of the hosts of ``cell_uuid`` not in ``excluded``
+        (one comprehension: alternates ask it of every ranking)."""
         hosts = self.hosts
-        return [i for i, k in enumerate(self.order) if keep(hosts[k])]
+        return [i for i, k in enumerate(self.order)
+                if (h := hosts[k]).record.cell_uuid == cell_uuid and h.uuid not in excluded]
 
     def moved_to_front(self, i: int) -> "RankedList":
         order = self.order

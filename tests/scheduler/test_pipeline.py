@@ -192,3 +192,30 @@ def test_kept_raw_values_always_equal_weighing_afresh():
                 listed = hosts
             elif roll < 0.6:
                 listed = list(listed)  # another list object with the same hosts
+
+
+def test_free_values_read_straight_from_summaries_equal_the_cached_figures():
+    """The weighers' bulk read of free capacity gives what ``free`` gives
+    for every kind of host: flat and untouched (read from the summary),
+    claimed on, over capacity, without the class, and a tree."""
+    from billeting.scheduler.hoststate import free_values
+
+    shared = Consumption()
+    plain = host("plain", ram=1000, consumption=shared)
+    claimed = host("claimed", ram=1000, consumption=shared)
+    over = host("over", ram=1000, used_ram=1500, consumption=shared)
+    root, child = "uuid-tree", "uuid-tree-numa"
+    summaries = {root: ProviderSummary(resources={"VCPU": Capacity(8, 2)}, root_provider_uuid=root),
+                 child: ProviderSummary(resources={"MEMORY_MB": Capacity(500, 100)}, root_provider_uuid=root)}
+    record = HostRecord(uuid=root, name="tree", service_host="tree", cell_uuid="c1")
+    tree = HostState(record, [root, child], summaries, shared,
+                     [AllocationRequest({child: ProviderResources({"MEMORY_MB": 100})})], {})
+    hosts = [plain, claimed, over, tree]
+    shared.add(claimed.candidates[0])
+    expected = {"MEMORY_MB": [1000, 900, 0, 400], "VCPU": [10, 10, 10, 6], "DISK_GB": [0, 0, 0, 0]}
+    for rc, values in expected.items():
+        assert free_values(hosts, rc) == values
+    fresh = [host("plain", ram=1000, consumption=shared), claimed, over, tree]
+    assert [[h.free(rc) for h in fresh] for rc in expected] == list(expected.values())
+    shared.add(tree.candidates[0])   # a claim after the figures were read: read again
+    assert free_values(hosts, "MEMORY_MB") == [1000, 900, 0, 300]
