@@ -166,7 +166,7 @@ class IdSet:
     __slots__ = ("ids", "_text")
 
     def __init__(self, ids: Collection[int]) -> None:
-        self.ids = sorted(ids)
+        self.ids = sorted(set(ids))
         self._text: str | None = None
 
     def __len__(self) -> int:
@@ -186,6 +186,13 @@ def ids_in(plan: Plan, col, ids: Collection[int] | IdSet):
     if not ids:
         plan.mark("none")
         return false() if plan.build else None
+    if len(ids) > _LITERAL_IN_MAX and ids.ids[-1] - ids.ids[0] + 1 == len(ids):
+        # Every id from the lowest to the highest (a window of the fleet, as
+        # the bounded scans read it): a range says the same, and the
+        # database neither parses nor hashes a thousand ids for it.
+        plan.mark("range")
+        low, high = plan.bind(ids.ids[0], Integer), plan.bind(ids.ids[-1], Integer)
+        return and_(col >= low, col <= high) if plan.build else None
     if len(ids) <= _LITERAL_IN_MAX or plan.dialect not in ("postgresql", "sqlite"):
         plan.mark("in")
         param = plan.bind_list(ids.ids, Integer)
