@@ -107,6 +107,15 @@ class RawFrame:
         mine = self.hosts
         return mine is hosts or (len(mine) == len(hosts) and all(map(is_, mine, hosts)))
 
+    def keep_in(self, caches: dict[str, dict[str, float]]) -> None:
+        """Add the values to ``caches`` (weigher name → host uuid → value),
+        for a ranking over another list of hosts (made only then: a
+        request's rankings are usually all over one list)."""
+        if self.raw:
+            uuids = [h.uuid for h in self.hosts]
+            for name, values in self.raw.items():
+                caches.setdefault(name, {}).update(zip(uuids, values.tolist()))
+
     def positions_of(self, uuids) -> list[int]:
         if self._positions is None:
             self._positions = {h.uuid: i for i, h in enumerate(self.hosts)}
@@ -174,6 +183,8 @@ class Pipeline:
         if decision.request.num_instances > 1:  # (a single instance is ranked once)
             frame = decision.raw_frame
             if frame is None or not frame.holds(hosts):
+                if frame is not None:
+                    frame.keep_in(decision.raw_cache)  # the values by uuid, for the new list
                 frame = decision.raw_frame = RawFrame(hosts)
         lookups = _Lookups(hosts)
         for w in self.weighers:
@@ -223,13 +234,11 @@ class Pipeline:
                     for uuid in changed:
                         cache.pop(uuid, None)  # weighed again if it is ranked by uuid again
             return kept
-        uuids = lookups.uuids()
         cache = decision.raw_cache.get(w.name)
         if cache is None:
-            values = w.values(hosts, decision)
-            decision.raw_cache[w.name] = dict(zip(uuids, values))
-            found = frame.raw[w.name] = np.array(values, dtype=float)
+            found = frame.raw[w.name] = np.array(w.values(hosts, decision), dtype=float)
             return found
+        uuids = lookups.uuids()
         if w.depends == "usage" and changed:
             index = lookups.index()
             again = []
