@@ -54,11 +54,12 @@ class RankedList(Sequence[Ranked]):
     claim usually takes the first and alternates a few more, so building a
     thousand entries up front would be wasted."""
 
-    __slots__ = ("hosts", "weights", "order", "shares")
+    __slots__ = ("hosts", "weights", "order", "shares", "frame")
 
     def __init__(self, hosts: list[HostState], weights: list[float], order: list[int],
-                 shares: list[tuple[str, list[float]]] | None = None) -> None:
+                 shares: list[tuple[str, list[float]]] | None = None, frame: "RawFrame | None" = None) -> None:
         self.hosts, self.weights, self.order, self.shares = hosts, weights, order, shares
+        self.frame = frame  # what is known of ``hosts`` across rankings, if kept
 
     def __len__(self) -> int:
         return len(self.order)
@@ -82,13 +83,22 @@ class RankedList(Sequence[Ranked]):
     def positions_in_cell(self, cell_uuid: str, excluded: set[str]) -> list[int]:
         """Ranks (best first) of the hosts of ``cell_uuid`` not in ``excluded``
         (one comprehension: alternates ask it of every ranking)."""
+        order = self.order
+        frame = self.frame
+        if frame is not None and frame.cells() == {cell_uuid}:
+            # Every host is of that cell (known once per list of hosts, not
+            # per ranking): every rank but those of the few excluded hosts.
+            where = frame.positions()
+            skip = {order.index(k) for k in map(where.get, excluded) if k is not None}
+            return [i for i in range(len(order)) if i not in skip] if skip else list(range(len(order)))
         hosts = self.hosts
-        return [i for i, k in enumerate(self.order)
+        return [i for i, k in enumerate(order)
                 if (h := hosts[k]).record.cell_uuid == cell_uuid and h.uuid not in excluded]
 
     def moved_to_front(self, i: int) -> "RankedList":
         order = self.order
-        return RankedList(self.hosts, self.weights, [order[i]] + order[:i] + order[i + 1:], self.shares)
+        return RankedList(self.hosts, self.weights, [order[i]] + order[:i] + order[i + 1:], self.shares,
+                          self.frame)
 
 
 class RawFrame:
@@ -96,12 +106,13 @@ class RawFrame:
     kept by a Decision between rankings while the filters leave that very
     list (changed hosts are updated in place)."""
 
-    __slots__ = ("hosts", "raw", "_positions")
+    __slots__ = ("hosts", "raw", "_positions", "_cells")
 
     def __init__(self, hosts: list[HostState]) -> None:
         self.hosts = hosts
         self.raw: dict[str, np.ndarray] = {}
         self._positions: dict[str, int] | None = None
+        self._cells: set[str] | None = None
 
     def holds(self, hosts: list[HostState]) -> bool:
         mine = self.hosts
@@ -116,11 +127,21 @@ class RawFrame:
             for name, values in self.raw.items():
                 caches.setdefault(name, {}).update(zip(uuids, values.tolist()))
 
-    def positions_of(self, uuids) -> list[int]:
+    def positions(self) -> dict[str, int]:
+        """Host uuid → its position in ``hosts``."""
         if self._positions is None:
             self._positions = {h.uuid: i for i, h in enumerate(self.hosts)}
-        get = self._positions.get
+        return self._positions
+
+    def positions_of(self, uuids) -> list[int]:
+        get = self.positions().get
         return [i for i in map(get, uuids) if i is not None]
+
+    def cells(self) -> set[str]:
+        """The cells of the hosts."""
+        if self._cells is None:
+            self._cells = {h.record.cell_uuid for h in self.hosts}
+        return self._cells
 
 
 class _Lookups:
@@ -208,7 +229,7 @@ class Pipeline:
         # Stable: among equal weights Placement's order stands.
         order = np.argsort(-total, kind="stable").tolist()
         return RankedList(hosts, total.tolist(), order,
-                          [(name, share.tolist()) for name, share in shares] if scores else None)
+                          [(name, share.tolist()) for name, share in shares] if scores else None, frame)
 
     @staticmethod
     def _raw(w, hosts: list[HostState], decision: Decision, changed: set[str], frame: "RawFrame | None",
@@ -288,7 +309,7 @@ class Pipeline:
                 ties += 1
             head = order[:ties]
             self.rng.shuffle(head)
-            ranked = RankedList(ranked.hosts, weights, head + order[ties:], ranked.shares)
+            ranked = RankedList(ranked.hosts, weights, head + order[ties:], ranked.shares, ranked.frame)
         pool = min(self.settings.host_subset_size, len(ranked))
         if pool == 1:
             return ranked

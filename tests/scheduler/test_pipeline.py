@@ -219,3 +219,23 @@ def test_free_values_read_straight_from_summaries_equal_the_cached_figures():
     assert [[h.free(rc) for h in fresh] for rc in expected] == list(expected.values())
     shared.add(tree.candidates[0])   # a claim after the figures were read: read again
     assert free_values(hosts, "MEMORY_MB") == [1000, 900, 0, 300]
+
+
+def test_ranks_in_a_cell_are_the_same_with_and_without_what_the_frame_knows():
+    """Alternates read the ranks of a cell's hosts but the excluded ones; a
+    frame that knows every host is of one cell answers without a pass over
+    the hosts, and must answer the same."""
+    from billeting.scheduler.pipeline import RankedList, RawFrame
+
+    rng = random.Random(3)
+    hosts = [host(f"h{k}") for k in range(40)]
+    order = list(range(40))
+    rng.shuffle(order)
+    weights = [0.0] * 40
+    plain = RankedList(hosts, weights, order)
+    known = RankedList(hosts, weights, order, frame=RawFrame(list(hosts)))
+    for _ in range(20):
+        excluded = {f"uuid-h{k}" for k in rng.sample(range(40), rng.randint(0, 6))} | {"uuid-elsewhere"}
+        assert known.positions_in_cell("c1", excluded) == plain.positions_in_cell("c1", excluded)
+        assert known.positions_in_cell("c2", excluded) == plain.positions_in_cell("c2", excluded) == []
+    assert known.moved_to_front(5).positions_in_cell("c1", set()) == list(range(40))
