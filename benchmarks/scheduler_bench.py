@@ -43,6 +43,10 @@ import uuid
 from contextlib import contextmanager
 
 FLAVOR = dict(vcpus=2, memory_mb=4096, root_gb=40)
+# The checkout this script belongs to: the servers it starts run from there,
+# since ``python -m`` imports from the working directory first (run from
+# another checkout, they would run that checkout's code).
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST = {"VCPU": 64, "MEMORY_MB": 262144, "DISK_GB": 8000}
 
 
@@ -134,7 +138,7 @@ def placement_server(db: str, url: str | None, workers: int):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "billeting.cli", "serve", "--db", db, "--port", str(port),
                              "--workers", str(workers), "--log-level", "WARNING"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
     wait_listening(proc, port, "billeting serve")
     try:
         yield f"http://127.0.0.1:{port}"
@@ -159,7 +163,8 @@ def scheduler_server(kind: str, db: str, url: str, limit: int, workers: int, thr
                                      f"sqlite:///{api}/api.db", "--auto-upgrade", "--port", str(port),
                                      "--workers", str(workers), "--threads", str(threads),
                                      "--log-level", "WARNING", *placement],
-                                    stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                                    stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                                    cwd=REPO)
             try:
                 wait_listening(proc, port, "billeting scheduler serve", log_path)
                 yield port
@@ -331,6 +336,9 @@ def main() -> int:
     args = ap.parse_args()
     phases = set(args.phases.split(","))
 
+    if args.db.startswith("sqlite:///") and not args.db.startswith("sqlite:////"):
+        # A relative file, made absolute: the servers run from the checkout (REPO).
+        args.db = "sqlite:///" + os.path.abspath(args.db[len("sqlite:///"):])
     load_fleet(args.db, args.hosts)
     settle(args.db)
     result: dict = {"hosts": args.hosts, "client": args.client, "limit": args.limit, "flavor": FLAVOR}
