@@ -192,12 +192,6 @@ def _owner_ids(conn: Connection, owner: Owner,
     return ids
 
 
-def create(conn: Connection, uuid: str, owner: Owner, *, generation: int = 0,
-           known: dict[Owner, tuple[int, int, int | None]] | None = None) -> Consumer:
-    """Insert a new consumer at ``generation`` (see ``create_many``)."""
-    return create_many(conn, [(uuid, owner)], generation=generation, known=known)[uuid]
-
-
 def create_many(conn: Connection, new: list[tuple[str, Owner]], *, generation: int = 0,
                 known: dict[Owner, tuple[int, int, int | None]] | None = None) -> dict[str, Consumer]:
     """Insert new consumers (uuid, owner) at ``generation``, in one
