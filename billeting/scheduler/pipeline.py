@@ -106,11 +106,12 @@ class RawFrame:
     kept by a Decision between rankings while the filters leave that very
     list (changed hosts are updated in place)."""
 
-    __slots__ = ("hosts", "raw", "_positions", "_cells")
+    __slots__ = ("hosts", "raw", "_uuids", "_positions", "_cells")
 
     def __init__(self, hosts: list[HostState]) -> None:
         self.hosts = hosts
         self.raw: dict[str, np.ndarray] = {}
+        self._uuids: list[str] | None = None
         self._positions: dict[str, int] | None = None
         self._cells: set[str] | None = None
 
@@ -123,14 +124,20 @@ class RawFrame:
         for a ranking over another list of hosts (made only then: a
         request's rankings are usually all over one list)."""
         if self.raw:
-            uuids = [h.uuid for h in self.hosts]
+            uuids = self.uuids()
             for name, values in self.raw.items():
                 caches.setdefault(name, {}).update(zip(uuids, values.tolist()))
+
+    def uuids(self) -> list[str]:
+        """The hosts' uuids, in ``hosts`` order."""
+        if self._uuids is None:
+            self._uuids = [h.uuid for h in self.hosts]
+        return self._uuids
 
     def positions(self) -> dict[str, int]:
         """Host uuid → its position in ``hosts``."""
         if self._positions is None:
-            self._positions = {h.uuid: i for i, h in enumerate(self.hosts)}
+            self._positions = {uuid: i for i, uuid in enumerate(self.uuids())}
         return self._positions
 
     def positions_of(self, uuids) -> list[int]:
@@ -142,27 +149,6 @@ class RawFrame:
         if self._cells is None:
             self._cells = {h.record.cell_uuid for h in self.hosts}
         return self._cells
-
-
-class _Lookups:
-    """The hosts' uuids (and uuid → host), made on first use only."""
-
-    __slots__ = ("hosts", "_uuids", "_index")
-
-    def __init__(self, hosts: list[HostState]) -> None:
-        self.hosts = hosts
-        self._uuids: list[str] | None = None
-        self._index: dict[str, HostState] | None = None
-
-    def uuids(self) -> list[str]:
-        if self._uuids is None:
-            self._uuids = [h.uuid for h in self.hosts]
-        return self._uuids
-
-    def index(self) -> dict[str, HostState]:
-        if self._index is None:
-            self._index = dict(zip(self.uuids(), self.hosts))
-        return self._index
 
 
 class Pipeline:
@@ -207,14 +193,13 @@ class Pipeline:
                 if frame is not None:
                     frame.keep_in(decision.raw_cache)  # the values by uuid, for the new list
                 frame = decision.raw_frame = RawFrame(hosts)
-        lookups = _Lookups(hosts)
         for w in self.weighers:
             if not w.active(decision):
                 continue
             multipliers = self._multipliers(w, hosts, decision)
             if multipliers is None:
                 continue
-            raw = self._raw(w, hosts, decision, changed, frame, lookups)
+            raw = self._raw(w, hosts, decision, changed, frame)
             if w.minval is not None or w.maxval is not None:
                 raw = np.clip(raw, w.minval, w.maxval)
             lo = w.minval if w.minval is not None else raw.min()
@@ -232,8 +217,8 @@ class Pipeline:
                           [(name, share.tolist()) for name, share in shares] if scores else None, frame)
 
     @staticmethod
-    def _raw(w, hosts: list[HostState], decision: Decision, changed: set[str], frame: "RawFrame | None",
-             lookups: "_Lookups") -> np.ndarray:
+    def _raw(w, hosts: list[HostState], decision: Decision, changed: set[str],
+             frame: "RawFrame | None") -> np.ndarray:
         """Raw values in ``hosts`` order, computed only where missing.
 
         Later instances of a request (and later requests of a batch) are
@@ -259,16 +244,16 @@ class Pipeline:
         if cache is None:
             found = frame.raw[w.name] = np.array(w.values(hosts, decision), dtype=float)
             return found
-        uuids = lookups.uuids()
+        uuids = frame.uuids()
         if w.depends == "usage" and changed:
-            index = lookups.index()
+            at = frame.positions()
             again = []
             for uuid in changed:
-                host = index.get(uuid)
-                if host is None:
+                i = at.get(uuid)
+                if i is None:
                     cache.pop(uuid, None)  # weighed again if it is ever ranked again
                 else:
-                    again.append(host)
+                    again.append(hosts[i])
             if again:
                 cache.update(zip((h.uuid for h in again), w.values(again, decision)))
         try:
