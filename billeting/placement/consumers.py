@@ -174,10 +174,11 @@ def _insert_named(conn: Connection, table: Table, column: str, value: str) -> in
 
 
 def _owner_ids(conn: Connection, owner: Owner,
-               known: dict[Owner, tuple[int, int, int | None]] | None) -> tuple[int, int, int | None]:
+               known: dict[Owner, tuple[int, int, int | None]]) -> tuple[int, int, int | None]:
     """(project, user, type) ids of ``owner``, made if missing; ``known``
-    remembers them for the rest of the transaction."""
-    ids = known.get(owner) if known is not None else None
+    remembers them, so a write creating many consumers of one owner (a
+    scheduler's batch of claims) looks them up once."""
+    ids = known.get(owner)
     if ids is not None:
         return ids
     refs = _owner_refs(conn, owner)
@@ -186,27 +187,21 @@ def _owner_ids(conn: Connection, owner: Owner,
     type_ref = None
     if owner.consumer_type:
         type_ref = refs["t"] if "t" in refs else _insert_named(conn, t.consumer_types, "name", owner.consumer_type)
-    ids = (project_ref, user_ref, type_ref)
-    if known is not None:
-        known[owner] = ids
+    ids = known[owner] = (project_ref, user_ref, type_ref)
     return ids
 
 
-def create_many(conn: Connection, new: list[tuple[str, Owner]], *, generation: int = 0,
-                known: dict[Owner, tuple[int, int, int | None]] | None = None) -> dict[str, Consumer]:
+def create_many(conn: Connection, new: list[tuple[str, Owner]], *, generation: int = 0) -> dict[str, Consumer]:
     """Insert new consumers (uuid, owner) at ``generation``, in one
-    statement, in the order given; the consumers by uuid.
-
-    ``known``: owner → (project, user, type) ids found or made earlier in
-    the same transaction, so a write creating many consumers of one owner
-    (a scheduler's batch of claims) looks them up once.
+    statement, in the order given; the consumers by uuid. Each owner is
+    looked up (or made) once.
 
     Losing a creation race to a concurrent writer of any of them asks for
     the whole unit of work to be re-run: the re-run sees the consumer and
     applies the generation rules to it (a ``null`` generation then becomes
     the proper 409 at mv >= 1.28).
     """
-    known = {} if known is None else known
+    known: dict[Owner, tuple[int, int, int | None]] = {}
     now = utcnow()
     refs = [_owner_ids(conn, owner, known) for _uuid, owner in new]
     rows = [{"uuid": uuid, "project_id": p, "user_id": u, "generation": generation,
