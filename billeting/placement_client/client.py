@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 import msgspec
 
 from billeting.placement_client import query as query_mod
+from billeting.placement_client.answer_memo import CandidatesDecoder
 from billeting.placement_client.model import (
     AllocationWrite,
     CandidateQuery,
@@ -79,7 +80,6 @@ class _ProviderList(msgspec.Struct):
     resource_providers: list[ProviderRecord]
 
 
-_decode_candidates = msgspec.json.Decoder(Candidates).decode
 _decode_allocations = msgspec.json.Decoder(ConsumerAllocations).decode
 _decode_providers = msgspec.json.Decoder(_ProviderList).decode
 _decode_aggregates = msgspec.json.Decoder(ProviderAggregates).decode
@@ -168,6 +168,7 @@ class PlacementClient:
         self.auth = auth or Auth()
         self._version = version
         self._lock = threading.Lock()
+        self._candidates = CandidatesDecoder()
 
     # --- plumbing ---------------------------------------------------------------
 
@@ -231,8 +232,7 @@ class PlacementClient:
         microversion, ``PlacementError`` (400) when Placement rejects it."""
         qs = query_mod.query_string(query, self.version)
         resp = self._expect(self._send("GET", "/allocation_candidates?" + qs, None), 200)
-        found = _decode_candidates(resp.body)
-        return msgspec.structs.replace(found, version=self.version_text)
+        return self._candidates.decode(resp.body, self.version_text)
 
     def get_allocations(self, consumer_uuid: str) -> ConsumerAllocations:
         resp = self._expect(self._send("GET", f"/allocations/{quote(consumer_uuid)}", None), 200)
