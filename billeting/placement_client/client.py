@@ -10,7 +10,8 @@ else unexpected raises ``PlacementError`` with Placement's own detail.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 from urllib.parse import quote, urlencode
 
 import msgspec
@@ -33,6 +34,7 @@ from billeting.placement_client.model import (
 )
 from billeting.placement_client.transport import Response, Transport, TransportError
 
+T = TypeVar("T")
 MIN_VERSION = (1, 29)
 MAX_VERSION = (1, 39)
 CONCURRENT_UPDATE = "placement.concurrent_update"
@@ -110,6 +112,22 @@ def error_of(resp: Response) -> _Error:
     if errors:
         return errors[0]
     return _Error(status=resp.status, detail=resp.body[:200].decode(errors="replace"))
+
+
+def _read(decode: Callable[[bytes], T], resp: Response) -> T:
+    """The typed answer; an answer of the wrong shape (a URL that is not a
+    Placement, a proxy's page) is Placement being unusable, not a bug here."""
+    try:
+        return decode(resp.body)
+    except (msgspec.DecodeError, KeyError, TypeError) as exc:
+        raise PlacementUnavailable(resp.status, f"the answer is not what Placement answers: {exc}") from None
+
+
+def _new_generation(body: bytes) -> int:
+    generation = msgspec.json.decode(body)["resource_provider_generation"]
+    if not isinstance(generation, int):
+        raise TypeError(f"resource_provider_generation is {generation!r}")
+    return generation
 
 
 def classify_write(resp: Response) -> WriteOutcome:
@@ -232,11 +250,12 @@ class PlacementClient:
         microversion, ``PlacementError`` (400) when Placement rejects it."""
         qs = query_mod.query_string(query, self.version)
         resp = self._expect(self._send("GET", "/allocation_candidates?" + qs, None), 200)
-        return self._candidates.decode(resp.body, self.version_text)
+        version = self.version_text
+        return _read(lambda body: self._candidates.decode(body, version), resp)
 
     def get_allocations(self, consumer_uuid: str) -> ConsumerAllocations:
         resp = self._expect(self._send("GET", f"/allocations/{quote(consumer_uuid)}", None), 200)
-        return _decode_allocations(resp.body)
+        return _read(_decode_allocations, resp)
 
     def put_allocations(self, consumer_uuid: str, write: AllocationWrite, *,
                         version: str | None = None) -> WriteOutcome:
@@ -293,13 +312,13 @@ class PlacementClient:
             params.append(("name", name))
         path = "/resource_providers" + ("?" + urlencode(params, safe=":,!") if params else "")
         resp = self._expect(self._send("GET", path, None), 200)
-        return _decode_providers(resp.body).resource_providers
+        return _read(_decode_providers, resp).resource_providers
 
     def get_provider(self, provider_uuid: str) -> ProviderRecord | None:
         resp = self._send("GET", f"/resource_providers/{quote(provider_uuid)}", None)
         if resp.status == 404:
             return None
-        return _decode_provider(self._expect(resp, 200).body)
+        return _read(_decode_provider, self._expect(resp, 200))
 
     def create_provider(self, name: str, *, uuid: str | None = None,
                         parent_provider_uuid: str | None = None) -> ProviderRecord:
@@ -310,7 +329,7 @@ class PlacementClient:
         if parent_provider_uuid:
             body["parent_provider_uuid"] = parent_provider_uuid
         resp = self._expect(self._send("POST", "/resource_providers", _encode(body)), 200)
-        return _decode_provider(resp.body)
+        return _read(_decode_provider, resp)
 
     def delete_provider(self, provider_uuid: str) -> bool:
         resp = self._send("DELETE", f"/resource_providers/{quote(provider_uuid)}", None)
@@ -329,27 +348,27 @@ class PlacementClient:
                                 for rc, inv in inventories.items()}}
         resp = self._expect(self._send("PUT", f"/resource_providers/{quote(provider_uuid)}/inventories",
                                        _encode(body)), 200)
-        return msgspec.json.decode(resp.body)["resource_provider_generation"]
+        return _read(_new_generation, resp)
 
     def provider_usages(self, provider_uuid: str) -> dict[str, int]:
         """Resource class → amount allocated on the provider."""
         resp = self._expect(self._send("GET", f"/resource_providers/{quote(provider_uuid)}/usages", None), 200)
-        return _decode_usages(resp.body).usages
+        return _read(_decode_usages, resp).usages
 
     def get_inventories(self, provider_uuid: str) -> ProviderInventories:
         resp = self._expect(self._send("GET", f"/resource_providers/{quote(provider_uuid)}/inventories", None),
                             200)
-        return _decode_inventories(resp.body)
+        return _read(_decode_inventories, resp)
 
     def provider_allocations(self, provider_uuid: str) -> ProviderAllocations:
         """Every consumer holding something on the provider (audits)."""
         resp = self._expect(self._send("GET", f"/resource_providers/{quote(provider_uuid)}/allocations", None),
                             200)
-        return _decode_provider_allocations(resp.body)
+        return _read(_decode_provider_allocations, resp)
 
     def get_traits(self, provider_uuid: str) -> ProviderTraits:
         resp = self._expect(self._send("GET", f"/resource_providers/{quote(provider_uuid)}/traits", None), 200)
-        return _decode_traits(resp.body)
+        return _read(_decode_traits, resp)
 
     def put_traits(self, provider_uuid: str, traits: Iterable[str], generation: int) -> WriteOutcome:
         body = _encode({"traits": sorted(set(traits)), "resource_provider_generation": generation})
@@ -364,7 +383,7 @@ class PlacementClient:
 
     def get_aggregates(self, provider_uuid: str) -> ProviderAggregates:
         resp = self._expect(self._send("GET", f"/resource_providers/{quote(provider_uuid)}/aggregates", None), 200)
-        return _decode_aggregates(resp.body)
+        return _read(_decode_aggregates, resp)
 
     def put_aggregates(self, provider_uuid: str, aggregates: Iterable[str], generation: int) -> WriteOutcome:
         body = _encode({"aggregates": sorted(set(aggregates)), "resource_provider_generation": generation})

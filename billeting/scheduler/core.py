@@ -254,7 +254,11 @@ class Scheduler:
                 raise InvalidRequest(f"Placement rejected the query: {exc.detail}") from None
             raise PlacementTrouble(f"Placement could not answer: {exc.detail or exc}") from None
         roots = {s.root_provider_uuid or rp for rp, s in candidates.provider_summaries.items()}
-        return host_states(candidates, self.catalog.records(roots), self.directory), candidates.version
+        try:
+            records = self.catalog.records(roots)
+        except PlacementError as exc:  # the catalog's own reads of Placement
+            raise PlacementTrouble(f"Placement could not list the hosts: {exc.detail or exc}") from None
+        return host_states(candidates, records, self.directory), candidates.version
 
     def _select(self, request, alternates, located, records, level: str | None,
                 near: Domain | None, claim: bool = True) -> list[list[Selection]]:

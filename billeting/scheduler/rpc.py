@@ -19,6 +19,7 @@ import logging
 import msgspec
 
 from billeting.messaging.bus import Bus, HandlerError, RemoteError, Server
+from billeting.placement_client.client import PlacementError
 from billeting.scheduler.core import (
     ConsumerConflict,
     InvalidRequest,
@@ -81,6 +82,10 @@ def _typed_failure(work):
     except ServiceError as exc:
         raise HandlerError(SCHEDULER_ERROR, exc.detail,
                            _encode(ErrorInfo(type(exc).__name__, exc.status, exc.detail, exc.code))) from None
+    except PlacementError as exc:  # outside a decision (the catalog, a server group's members)
+        message = f"Placement could not answer: {exc.detail or exc}"
+        raise HandlerError(SCHEDULER_ERROR, message,
+                           _encode(ErrorInfo("PlacementTrouble", 503, message))) from None
 
 
 def serve(bus: Bus, service, *, threads: int = 4) -> Server:
