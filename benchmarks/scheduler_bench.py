@@ -38,9 +38,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from contextlib import contextmanager
+
+import cpu_meter  # (this directory: the script's own)
 
 FLAVOR = dict(vcpus=2, memory_mb=4096, root_gb=40)
 # The checkout this script belongs to: the servers it starts run from there,
@@ -48,10 +51,19 @@ FLAVOR = dict(vcpus=2, memory_mb=4096, root_gb=40)
 # another checkout, they would run that checkout's code).
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST = {"VCPU": 64, "MEMORY_MB": 262144, "DISK_GB": 8000}
+# pid -> group name of the servers this run started (for cpu_meter).
+SERVERS: dict[int, str] = {}
 
 
 def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
+
+
+def log_cpu(phase: dict) -> None:
+    cpu = phase.get("cpu_ms_per_instance")
+    if cpu:
+        parts = ", ".join(f"{group} {ms:.2f}" for group, ms in cpu.items())
+        log(f"  CPU ms per instance: {parts} (machine {phase['machine_busy_pct']:.0f} % busy)")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -72,7 +84,8 @@ def engine_for(db: str):
     return engine
 
 
-def load_fleet(db: str, hosts: int) -> None:
+def load_fleet(db: str, hosts: int) -> int:
+    """Hosts up to ``hosts``; returns how many providers the fleet has."""
     from billeting.placement_client.inprocess import InProcessPlacementClient
     from billeting.placement_client.model import Inventory
 
@@ -80,7 +93,7 @@ def load_fleet(db: str, hosts: int) -> None:
     existing = len(client.list_providers())
     if existing >= hosts:
         log(f"fleet: {existing} providers already loaded")
-        return
+        return existing
     started = time.perf_counter()
     for i in range(existing, hosts):
         name = f"bench-host-{i:05d}"
@@ -89,6 +102,7 @@ def load_fleet(db: str, hosts: int) -> None:
         if i % 500 == 499:
             log(f"fleet: {i + 1}/{hosts} hosts ({time.perf_counter() - started:.0f} s)")
     log(f"fleet: {hosts} hosts loaded")
+    return hosts
 
 
 def settle(db: str) -> None:
@@ -140,9 +154,11 @@ def placement_server(db: str, url: str | None, workers: int):
                              "--workers", str(workers), "--log-level", "WARNING"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=REPO)
     wait_listening(proc, port, "billeting serve")
+    SERVERS[proc.pid] = "placement"
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
+        SERVERS.pop(proc.pid, None)
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
 
@@ -167,8 +183,10 @@ def scheduler_server(kind: str, db: str, url: str, limit: int, workers: int, thr
                                     cwd=REPO)
             try:
                 wait_listening(proc, port, "billeting scheduler serve", log_path)
+                SERVERS[proc.pid] = "scheduler"
                 yield port
             finally:
+                SERVERS.pop(proc.pid, None)
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGTERM)
                     proc.wait(30)
@@ -205,8 +223,8 @@ def _service_client(args) -> tuple[int, int, float]:
     return placed, failed, time.time() - started
 
 
-def phase_service(port: int, clients: int, seconds: float) -> dict:
-    return run_clients(_service_client, [(port, seconds) for _ in range(clients)])
+def phase_service(port: int, clients: int, seconds: float, db: str) -> dict:
+    return run_clients(_service_client, [(port, seconds) for _ in range(clients)], seconds, db)
 
 
 def make_scheduler(kind: str, db: str, url: str, limit: int, seed: int):
@@ -265,21 +283,42 @@ def _client_worker(args) -> tuple[int, int, float]:
 
 
 def phase_clients(kind: str, db: str, url: str, limit: int, clients: int, seconds: float) -> dict:
-    return run_clients(_client_worker, [(kind, db, url, limit, 1000 + i, seconds) for i in range(clients)])
+    return run_clients(_client_worker, [(kind, db, url, limit, 1000 + i, seconds) for i in range(clients)],
+                       seconds, db)
 
 
-def run_clients(worker, args: list[tuple]) -> dict:
+def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
     """``worker(*a, ready)`` in one process per ``a`` of ``args``, started
-    together at a barrier; each returns (placed, failed, seconds)."""
+    together at a barrier; each returns (placed, failed, seconds). The CPU
+    every process group spent in the middle of the run is measured too
+    (``cpu_meter``)."""
     clients = len(args)
     ctx = mp.get_context("spawn")
+    window = cpu_meter.Window(dict(SERVERS), cpu_meter.local(db)) if cpu_meter.available() else None
     with ctx.Manager() as manager, ctx.Pool(clients) as pool:
-        ready = manager.Barrier(clients)
+        ready = manager.Barrier(clients + 1)  # and this process, to know when they start
+        released = threading.Event()
+
+        def join_barrier():
+            try:
+                ready.wait()
+                released.set()
+            except Exception:  # noqa: BLE001 - the run failed before starting; nothing to measure
+                pass
+
+        threading.Thread(target=join_barrier, daemon=True).start()
+        meter = cpu_meter.middle_of(seconds, window, released) if window is not None else None
         results = pool.map(worker, [(*a, ready) for a in args])
+        if meter is not None:
+            meter.join(timeout=seconds)
     placed = sum(r[0] for r in results)
     elapsed = max(r[2] for r in results)
-    return {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
-            "instances_per_s": placed / elapsed}
+    out = {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
+           "instances_per_s": placed / elapsed}
+    measured = cpu_meter.per_instance(window, out["instances_per_s"]) if window is not None else None
+    if measured is not None:
+        out.update(measured)
+    return out
 
 
 def phase_multi(scheduler, size: int, repeats: int) -> dict:
@@ -339,9 +378,9 @@ def main() -> int:
     if args.db.startswith("sqlite:///") and not args.db.startswith("sqlite:////"):
         # A relative file, made absolute: the servers run from the checkout (REPO).
         args.db = "sqlite:///" + os.path.abspath(args.db[len("sqlite:///"):])
-    load_fleet(args.db, args.hosts)
+    fleet = load_fleet(args.db, args.hosts)
     settle(args.db)
-    result: dict = {"hosts": args.hosts, "client": args.client, "limit": args.limit, "flavor": FLAVOR}
+    result: dict = {"hosts": fleet, "client": args.client, "limit": args.limit, "flavor": FLAVOR}
     with placement_server(args.db, args.placement_url if args.client == "http" else "unused",
                           args.placement_workers) as url:
         if "single" in phases:
@@ -353,15 +392,17 @@ def main() -> int:
             result["clients"] = phase_clients(args.client, args.db, url, args.limit, args.clients, args.seconds)
             log(f"  {result['clients']['instances_per_s']:.0f} instances/s "
                 f"({result['clients']['placed']} placed, {result['clients']['failed']} failed)")
+            log_cpu(result["clients"])
         if "service" in phases:
             log(f"service: {args.clients} HTTP clients of one scheduler service "
                 f"({args.service_workers} process(es), {args.client} Placement) for {args.seconds:g} s")
             with scheduler_server(args.client, args.db, url, args.limit, args.service_workers,
                                   args.service_threads, not args.no_coalesce) as port:
-                result["service"] = phase_service(port, args.clients, args.seconds)
+                result["service"] = phase_service(port, args.clients, args.seconds, args.db)
             result["service"].update(workers=args.service_workers, coalesce=not args.no_coalesce)
             log(f"  {result['service']['instances_per_s']:.0f} instances/s "
                 f"({result['service']['placed']} placed, {result['service']['failed']} failed)")
+            log_cpu(result["service"])
         if "multi" in phases:
             log(f"multi: {args.multi_repeats} requests of {args.multi} instances")
             result["multi"] = phase_multi(make_scheduler(args.client, args.db, url, args.limit, 2),
