@@ -1,9 +1,9 @@
 """CPU time by process group over the middle of a concurrent phase (Linux).
 
-On a shared machine the rate a benchmark reaches moves with its neighbours
-(the fourteenth sitting's machine ran a bare Python loop at half the speed
-of the thirteenth's); CPU time per placed instance moves much less, so a
-change shows in it when the rate is noise. Read from ``/proc``: each
+The rate a run reaches says how fast the whole was; CPU time per placed
+instance, by group, says which process a change made cheaper. Both move
+with the CPU's own speed, which on a shared host changes from minute to
+minute: compare versions in alternating runs. Read from ``/proc``: each
 process's user + system time, grouped by which server's tree it is in.
 
 Groups: ``placement`` (the ``billeting serve`` tree this benchmark started),
