@@ -78,6 +78,10 @@ class _Usages(msgspec.Struct):
     usages: dict[str, int]
 
 
+class _Generation(msgspec.Struct):
+    resource_provider_generation: int
+
+
 class _ProviderList(msgspec.Struct):
     resource_providers: list[ProviderRecord]
 
@@ -91,6 +95,7 @@ _decode_provider_allocations = msgspec.json.Decoder(ProviderAllocations).decode
 _decode_provider = msgspec.json.Decoder(ProviderRecord).decode
 _decode_errors = msgspec.json.Decoder(_Errors).decode
 _decode_usages = msgspec.json.Decoder(_Usages).decode
+_decode_generation = msgspec.json.Decoder(_Generation).decode
 _decode_root = msgspec.json.Decoder(_Root).decode
 _encode = msgspec.json.Encoder().encode
 
@@ -119,15 +124,8 @@ def _read(decode: Callable[[bytes], T], resp: Response) -> T:
     Placement, a proxy's page) is Placement being unusable, not a bug here."""
     try:
         return decode(resp.body)
-    except (msgspec.DecodeError, KeyError, TypeError) as exc:
+    except msgspec.DecodeError as exc:
         raise PlacementUnavailable(resp.status, f"the answer is not what Placement answers: {exc}") from None
-
-
-def _new_generation(body: bytes) -> int:
-    generation = msgspec.json.decode(body)["resource_provider_generation"]
-    if not isinstance(generation, int):
-        raise TypeError(f"resource_provider_generation is {generation!r}")
-    return generation
 
 
 def classify_write(resp: Response) -> WriteOutcome:
@@ -348,7 +346,7 @@ class PlacementClient:
                                 for rc, inv in inventories.items()}}
         resp = self._expect(self._send("PUT", f"/resource_providers/{quote(provider_uuid)}/inventories",
                                        _encode(body)), 200)
-        return _read(_new_generation, resp)
+        return _read(_decode_generation, resp).resource_provider_generation
 
     def provider_usages(self, provider_uuid: str) -> dict[str, int]:
         """Resource class → amount allocated on the provider."""
