@@ -63,6 +63,9 @@ class ThreadedServer:
         self.connections.add(conn)
         self._update_accepting()
 
+    def sheds_one(self) -> bool:
+        return False  # one loop, no siblings to hand a connection to
+
     def connection_closed(self, conn: HttpConnection) -> None:
         self.connections.discard(conn)
         if self.stopping and not self.connections and self._done is not None:

@@ -63,6 +63,10 @@ class ConnectionHost(Protocol):
 
     def connection_closed(self, conn: HttpConnection) -> None: ...
 
+    def sheds_one(self) -> bool:
+        """Close the connection just answered (its client reconnects elsewhere)?"""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class _Parsed:
@@ -308,7 +312,11 @@ class HttpConnection(asyncio.Protocol):
     def _respond(self, response: AppResponse) -> None:
         parsed = self.in_flight
         request = parsed.request
-        closing = self.ending or self.host.stopping or not parsed.keep_alive
+        # A connection with nothing more from its client (no request queued or
+        # begun) may be shed to even out the workers; its client reads
+        # "Connection: close" before it sends anything more.
+        closing = (self.ending or self.host.stopping or not parsed.keep_alive
+                   or (not self.queue and self.reading is Reading.WAIT and self.host.sheds_one()))
         bodyless = request.method == "HEAD" or response.status in (204, 304)
         length = sum(map(len, response.body))
         lines = [b"HTTP/1.1 %d %s\r\n" % (response.status, response.reason)]

@@ -37,6 +37,10 @@ ACCEPT_BACKOFF_S = 0.5
 # DEFER_STEP_S, up to MAX_DEFER_S in all, then takes it itself.
 DEFER_STEP_S = 0.005
 MAX_DEFER_S = 0.025
+# A worker holding two connections more than an accepting sibling closes one
+# kept-alive connection after answering on it, at most once per SHED_EVERY_S,
+# so that the client's next connection lands on the sibling (see sheds_one).
+SHED_EVERY_S = 0.1
 
 
 def end_process(status: int) -> None:
@@ -88,6 +92,7 @@ class LoopWorker(Worker):
         self.deferred_s = 0.0  # how long the waiting connection has been left to siblings
         self.paused_until = 0.0  # loop time: accepting is paused until then
         self.adopting = 0  # accepted, not yet connection_opened
+        self.shed_after = 0.0  # loop time: no connection is shed before then
         self._raise_fd_limit()
 
         loop = self.loop
@@ -130,6 +135,30 @@ class LoopWorker(Worker):
     def connection_opened(self, conn: HttpConnection) -> None:
         self.connections.add(conn)
         self._update_accepting()
+
+    def sheds_one(self) -> bool:
+        """Should the connection just answered be closed, so that its client
+        reconnects to a sibling holding at least two fewer?
+
+        Balancing new connections (``_accept``) cannot move the kept-alive
+        ones: those a worker took while its siblings were still loading the
+        application, or while one was being replaced after a crash, would stay
+        with it for as long as their clients live, leaving the siblings'
+        cores idle. Closing one after a complete answer (``Connection:
+        close``) costs its client one reconnect and loses nothing; one per
+        SHED_EVERY_S at most, so a large imbalance evens out over a few
+        tenths of a second without a storm of reconnects."""
+        if self.stopping or not self.multiprocess:
+            return False
+        now = self.loop.time()
+        if now < self.shed_after:
+            return False
+        mine = len(self.connections) + self.adopting
+        if mine < 2 or not self.board.someone_has_fewer(self.board_slot, mine - 1):
+            return False
+        self.shed_after = now + SHED_EVERY_S
+        LOG.debug("closing a kept-alive connection after its answer: %d here, a sibling holds fewer", mine)
+        return True
 
     def connection_closed(self, conn: HttpConnection) -> None:
         self.connections.discard(conn)

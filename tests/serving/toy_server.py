@@ -5,7 +5,7 @@
 Routes: ``/echo`` answers the body it received (with its length and SHA-256
 in headers), ``/wait?name=N`` blocks until the file ``N`` (in the directory
 given by ``--gate-dir``) exists, ``/big?bytes=N`` answers N bytes, ``/boom``
-raises, anything else says hello.
+raises, anything else says hello (and which worker answered, in ``X-Worker-Pid``).
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def make_app(gate_dir: str):
             start_response("200 OK", [("Content-Type", "application/octet-stream")])
             return [b"b" * size]
         body = f"hello {environ['REQUEST_METHOD']} {path} {len(environ['QUERY_STRING'])}".encode()
-        start_response("200 OK", [("Content-Type", "text/plain")])
+        start_response("200 OK", [("Content-Type", "text/plain"), ("X-Worker-Pid", str(os.getpid()))])
         return [body]
 
     return app
