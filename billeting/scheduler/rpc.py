@@ -77,15 +77,16 @@ def _typed_failure(work):
     except NoValidHost as exc:
         raise HandlerError(NO_VALID_HOST, exc.explanation.message, _encode(exc.explanation)) from None
     except SchedulerError as exc:
-        raise HandlerError(SCHEDULER_ERROR, exc.message,
-                           _encode(ErrorInfo(type(exc).__name__, exc.status, exc.message))) from None
+        raise _scheduler_failure(exc) from None
     except ServiceError as exc:
         raise HandlerError(SCHEDULER_ERROR, exc.detail,
                            _encode(ErrorInfo(type(exc).__name__, exc.status, exc.detail, exc.code))) from None
     except PlacementError as exc:  # outside a decision (the catalog, a server group's members)
-        message = f"Placement could not answer: {exc.detail or exc}"
-        raise HandlerError(SCHEDULER_ERROR, message,
-                           _encode(ErrorInfo("PlacementTrouble", 503, message))) from None
+        raise _scheduler_failure(PlacementTrouble(f"Placement could not answer: {exc.detail or exc}")) from None
+
+
+def _scheduler_failure(exc: SchedulerError) -> HandlerError:
+    return HandlerError(SCHEDULER_ERROR, exc.message, _encode(ErrorInfo(type(exc).__name__, exc.status, exc.message)))
 
 
 def serve(bus: Bus, service, *, threads: int = 4) -> Server:
