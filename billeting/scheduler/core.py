@@ -191,7 +191,7 @@ class Scheduler:
             steps: list[FilterStep] = []
             _, ranked = self.pipeline.rank(hosts, decision, steps, scores=True)
         if not ranked:
-            raise NoValidHost(self._explain(request, query, qs, len(hosts), steps, 0, 0))
+            raise NoValidHost(self._explain(request, query, qs, len(hosts), steps, 0, 0, decision.exclusions))
         return [RankedHost(r.host.name, r.host.uuid, r.host.record.cell_uuid, r.weight, r.scores,
                            r.host.first_candidate()) for r in ranked]
 
@@ -325,7 +325,8 @@ class Scheduler:
         if ran_out:
             # Explained after the rollback, so the counts describe the fleet
             # as the next request will find it.
-            raise NoValidHost(self._explain(request, query, qs, offered, steps, lost, len(claimed)))
+            raise NoValidHost(self._explain(request, query, qs, offered, steps, lost, len(claimed),
+                                            decision.exclusions))
         if mode == _CLAIM_BATCH:
             self._claim_batch(claimed, request, decision.version)
         if alternates and len(claimed) > 1:
@@ -426,7 +427,8 @@ class Scheduler:
             planned.append((i, won, ranked, decision))
 
     def _no_valid_host(self, asked: _Asked, offered: int, steps: list[FilterStep]):
-        raise NoValidHost(self._explain(asked.request, asked.query, asked.qs, offered, steps, 0, 0))
+        raise NoValidHost(self._explain(asked.request, asked.query, asked.qs, offered, steps, 0, 0,
+                                        asked.decision.exclusions))
 
     def _claim_batch(self, planned: list[_Claimed], request: ScheduleRequest, version: str) -> None:
         writes = {c.instance: AllocationWrite(allocations=c.request.allocations, project_id=request.project_id,
@@ -558,12 +560,13 @@ class Scheduler:
                     else:
                         time.sleep(0.05 * (attempt + 1))
 
-    def _explain(self, request, query, qs, offered, steps, lost, placed) -> Explanation:
+    def _explain(self, request, query, qs, offered, steps, lost, placed, exclusions) -> Explanation:
         hosts = self.catalog.host_uuids()
         shortfalls = []
         if offered < len(hosts):
             shortfalls = explain_mod.placement_shortfalls(
-                self.client, query, set(hosts), explain_mod.aggregate_names(self.directory, request.availability_zone))
+                self.client, query, set(hosts), explain_mod.aggregate_names(self.directory, request.availability_zone),
+                exclusions)
         return explain_mod.explain(instances=request.num_instances, hosts_total=len(hosts),
                                    hosts_offered=offered, query=qs, placement=shortfalls, steps=steps,
                                    claims_lost=lost, placed=placed)

@@ -15,6 +15,17 @@ from billeting.scheduler.request import HOST_SCOPE, ScheduleRequest
 from billeting.scheduler.settings import SchedulerSettings
 
 
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """Aggregates the candidates query keeps out (``member_of=!in:``) and why,
+    worded for a "no valid host" explanation: its hosts "were in ``where``,
+    ``why``"."""
+
+    aggregates: frozenset[str]
+    where: str  # "rack r1 or rack r2"
+    why: str  # "which already hold 1 member of server group G (anti-affinity per rack)"
+
+
 @dataclass(slots=True)
 class Decision:
     request: ScheduleRequest
@@ -31,6 +42,8 @@ class Decision:
     # Domain names that "same"/"different" <level> constraints resolved to,
     # keyed by (relation, level).
     domain_targets: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    # What the candidates query excludes, and why (set by query.build).
+    exclusions: list[Exclusion] = field(default_factory=list)
     # Hosts chosen for earlier instances of this request, in order.
     chosen: list[str] = field(default_factory=list)
     # Weigher name → host uuid → multiplier (they cannot change within a request).

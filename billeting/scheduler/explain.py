@@ -13,10 +13,13 @@ A failed request is explained in three layers, each with counts:
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import msgspec
 
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import CandidateQuery
+from billeting.scheduler.decision import Exclusion
 from billeting.scheduler.nova_features import IMAGE_TYPE_PREFIX, disk_format_of
 from billeting.scheduler.pipeline import FilterStep
 
@@ -87,9 +90,10 @@ def aggregate_names(directory, zone: str | None = None):
 
 
 def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uuids: set[str],
-                         names=None) -> list[Shortfall]:
+                         names=None, exclusions: Sequence[Exclusion] = ()) -> list[Shortfall]:
     """Per constraint of ``query``: how many of the hosts fail it alone.
-    ``names``: how to word a set of aggregates (``aggregate_names``)."""
+    ``names``: how to word a set of aggregates (``aggregate_names``);
+    ``exclusions``: the query's forbidden aggregates and why (``Decision``)."""
     names = names or _listed
     found: list[Shortfall] = []
     total = len(host_uuids)
@@ -112,6 +116,22 @@ def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uu
                 lacking(f"lacked trait {trait}{where}", required=[trait])
         for any_of in group.member_of:
             lacking(f"were outside {names(any_of)}{where}", member_of=any_of)
+    def inside(aggregates: frozenset[str], reason: str) -> None:
+        try:
+            there = _roots(client.list_providers(member_of=aggregates)) & host_uuids
+        except PlacementError:
+            return
+        if there:
+            found.append(Shortfall(len(there), reason))
+
+    for ex in exclusions:
+        inside(ex.aggregates, f"were in {ex.where}, {ex.why}")
+    explained = frozenset().union(*(ex.aggregates for ex in exclusions))
+    for group in query.groups:  # what the caller itself excluded
+        rest = group.forbidden_aggregates - explained
+        if rest:
+            where = f" (request group {group.suffix!r})" if group.suffix else ""
+            inside(rest, f"were in {names(rest)}, which the request excludes{where}")
     for trait in sorted(query.root_required):
         lacking(_lacked(trait), required=[trait])
     if DISABLED_TRAIT in query.root_forbidden:

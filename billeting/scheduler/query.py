@@ -28,7 +28,7 @@ import msgspec
 from billeting.placement_client.model import CandidateQuery, RequestGroup
 from billeting.scheduler import nova_features
 from billeting.scheduler.catalog import HostCatalog, HostRecord
-from billeting.scheduler.decision import Decision
+from billeting.scheduler.decision import Decision, Exclusion
 from billeting.scheduler.directory import Directory, Domain
 from billeting.scheduler.request import HOST_SCOPE, ScheduleRequest
 
@@ -104,6 +104,21 @@ def _aggregates(directory: Directory, level: str, names) -> frozenset[str]:
     return frozenset(found)
 
 
+def _few(names, most: int = 5) -> str:
+    """At most ``most`` names, then how many more (an explanation stays readable)."""
+    names = list(names)
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most:,} more" if len(names) > most else "")
+
+
+def _members(n: int) -> str:
+    return f"{n} member" + ("s" if n != 1 else "")
+
+
+def _domains(level: str, names) -> str:
+    return _few([f"{level} {name}" for name in sorted(names)])
+
+
 _TRAIT_KEY = "trait:"
 
 
@@ -173,12 +188,18 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
         else:
             limit = None  # every node of the host must stay visible
 
+    exclusions: list[Exclusion] = []
     for (relation, level), names in decision.domain_targets.items():
         aggs = _aggregates(directory, level, names)
         if relation == "same":
             member_of.append(aggs)
-        else:
+        elif aggs:
             forbidden |= aggs
+            apart = sorted({i for c in request.domain_constraints
+                            if c.relation == "different" and c.level == level for i in c.instances})
+            exclusions.append(Exclusion(aggs, _domains(level, names),
+                                        f"where the request must not share a {level} with instance(s) "
+                                        f"{_few(apart)}"))
 
     group = request.server_group
     if group is not None:
@@ -187,13 +208,27 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
         if group.scope != HOST_SCOPE and group.hard:
             if group.anti:
                 full = [name for name, n in decision.group_domains.items() if n >= group.max_server_per_host]
-                forbidden |= _aggregates(directory, group.scope, full)
+                aggs = _aggregates(directory, group.scope, full)
+                if aggs:
+                    forbidden |= aggs
+                    exclusions.append(Exclusion(
+                        aggs, _domains(group.scope, full),
+                        f"which each already hold {_members(group.max_server_per_host)} of server group "
+                        f"{group.uuid}, the most its anti-affinity per {group.scope} allows"))
             elif decision.group_domains:
                 member_of.append(_aggregates(directory, group.scope, decision.group_domains))
     if request.same_host or request.different_host:
         limit = None
     if settings.enable_isolated_aggregate_filtering:
-        forbidden |= isolated_aggregates(directory, request)
+        isolated = isolated_aggregates(directory, request)
+        if isolated:
+            forbidden |= isolated
+            traits = sorted({key[len(_TRAIT_KEY):] for agg in isolated
+                             for key, value in directory.aggregate_metadata(agg).items()
+                             if key.startswith(_TRAIT_KEY) and value == "required"})
+            exclusions.append(Exclusion(isolated, f"aggregate(s) {_few(sorted(isolated))}",
+                                        f"kept for requests that require trait(s) {_few(traits)}"))
+    decision.exclusions = exclusions
     if near is not None:
         member_of.append(frozenset({near.aggregate}))
 

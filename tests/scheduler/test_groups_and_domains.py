@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import msgspec
 import pytest
 
 from billeting.scheduler import DomainConstraint, Nearness, NoValidHost, ServerGroup
@@ -143,6 +144,44 @@ def test_no_valid_host_names_the_failure_domains_it_looked_in(racks, make_schedu
     with pytest.raises(NoValidHost) as failed:
         make_scheduler().select_destinations(too_big)
     assert "4 were outside rack r1" in failed.value.explanation.message, failed.value.explanation.message
+
+
+def test_no_valid_host_says_which_domains_the_group_has_filled(racks, make_scheduler):
+    """Anti-affinity per rack with a member in every rack: Placement offers
+    nothing, and the explanation names the racks and the group (not only
+    "no host matched")."""
+    members = tuple(place_on(make_scheduler, racks, h) for h in ("h0", "h2", "h4"))
+    group = ServerGroup(uuid="gfull", policy="anti-affinity", scope="rack", members=members)
+    with pytest.raises(NoValidHost) as failed:
+        make_scheduler().select_destinations(req(server_group=group))
+    explanation = failed.value.explanation
+    assert explanation.hosts_offered == 0
+    assert ("6 were in rack r1, rack r2, rack r3, which each already hold 1 member of server group gfull, "
+            "the most its anti-affinity per rack allows") in explanation.message, explanation.message
+    assert "no host matching the whole request" not in explanation.message
+
+
+def test_no_valid_host_says_which_domains_different_from_keeps_out(racks, make_scheduler):
+    x, y = place_on(make_scheduler, racks, "h1"), place_on(make_scheduler, racks, "h5")  # rows w1, w2
+    apart = req(domain_constraints=[DomainConstraint(relation="different", level="row", instances=(x, y))])
+    with pytest.raises(NoValidHost) as failed:
+        make_scheduler().select_destinations(apart)
+    message = failed.value.explanation.message
+    assert f"6 were in row w1, row w2, where the request must not share a row with instance(s) " \
+           f"{', '.join(sorted((x, y)))}" in message, message
+
+
+def test_no_valid_host_counts_the_aggregates_the_caller_excluded(racks, make_scheduler):
+    r1, r2 = (racks.directory.domain("rack", r).aggregate for r in ("r1", "r2"))
+    asked = req()
+    [base] = asked.groups
+    asked = msgspec.structs.replace(asked, groups=(msgspec.structs.replace(
+        base, forbidden_aggregates=frozenset({r1, r2}), resources={**base.resources, "MEMORY_MB": 70000}),))
+    with pytest.raises(NoValidHost) as failed:
+        make_scheduler().select_destinations(asked)
+    message = failed.value.explanation.message
+    assert "4 were in rack r1 or rack r2, which the request excludes" in message, message
+    assert "6 had no 70,000 MB of memory free" in message, message
 
 
 def test_near_widens_level_by_level_and_says_which_it_met(fleet, make_scheduler):

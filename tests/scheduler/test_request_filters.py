@@ -93,6 +93,15 @@ def test_isolated_aggregates_keep_their_hosts_for_requests_requiring_their_trait
     [[chosen]] = on.select_destinations(request_from_nova(SMALL, windows_image, instance_uuids=new_uuids(1),
                                                           project_id="p", user_id="u"))
     assert chosen.nodename == "licensed"
+    # The only host left for a plain request is full: the explanation says
+    # where the other went and why.
+    big = request_from_nova(Flavor(vcpus=1, memory_mb=8192), instance_uuids=new_uuids(1), project_id="p",
+                            user_id="u")
+    with pytest.raises(NoValidHost) as failed:
+        on.select_destinations(big)
+    message = failed.value.explanation.message
+    assert (f"1 were in aggregate(s) {windows}, kept for requests that require trait(s) CUSTOM_WINDOWS"
+            in message), message
 
 
 def test_guest_features_choose_the_hosts_that_give_them(fleet, make_scheduler):
