@@ -37,6 +37,32 @@ def test_no_valid_host_is_409_with_an_explanation(api, two_hosts):
     assert err["request_id"] == resp.headers["x-openstack-request-id"]
 
 
+def test_required_and_member_of_take_lone_names_beside_any_of_lists(api, two_hosts, placement):
+    """["A", ["B", "C"]] means A and (B or C): a lone name needs no list of its own."""
+    placement.ensure_trait("CUSTOM_FAST")
+    h1 = two_hosts.uuids["h1"]
+    assert placement.put_traits(h1, ["CUSTOM_FAST"], placement.get_traits(h1).resource_provider_generation).ok
+    aggregate = new_uuid()
+    two_hosts.join("h1", aggregate)
+
+    def placed_on(group: dict) -> str:
+        resp = api.post("/selections", json={**simple_request(), "groups": [
+            {"resources": {"VCPU": 1}, **group}]})
+        assert resp.status == 201, resp
+        return resp.json["selections"][0][0]["nodename"]
+
+    # h1 (4 vCPUs) is the only host with the trait and in the aggregate
+    assert placed_on({"required": ["CUSTOM_FAST"]}) == "h1"
+    assert placed_on({"required": ["CUSTOM_FAST", ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]]}) == "h1"
+    assert placed_on({"member_of": [aggregate]}) == "h1"
+    resp = api.post("/selections", json={**simple_request(), "groups": [
+        {"resources": {"VCPU": 1}, "required": ["HW_CPU_X86_AVX2"]}]})
+    assert resp.status == 409 and "2 lacked trait HW_CPU_X86_AVX2" in resp.error["detail"], resp
+    resp = api.post("/selections", json={**simple_request(), "groups": [
+        {"resources": {"VCPU": 1}, "required": [["lower_case"]]}]})
+    assert resp.status == 400, resp
+
+
 def test_dry_run_ranks_with_scores_and_claims_nothing(api, two_hosts, placement):
     inst = new_uuid()
     resp = api.post("/selections", json=simple_request(inst, dry_run=True))

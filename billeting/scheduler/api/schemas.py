@@ -34,9 +34,10 @@ REQUEST_GROUP = {
         "resources": {"type": "object", "patternProperties": {"^[A-Z0-9_]{1,255}$": {"type": "integer",
                                                                                       "minimum": 1}},
                       "additionalProperties": False},
-        "required": _array(_array(TRAIT, min_items=1)),
+        # Each entry is one name, or an any-of list of names (["A", ["B", "C"]]: A and (B or C)).
+        "required": _array({"oneOf": [TRAIT, _array(TRAIT, min_items=1)]}),
         "forbidden": _array(TRAIT),
-        "member_of": _array(_array(UUID, min_items=1)),
+        "member_of": _array({"oneOf": [UUID, _array(UUID, min_items=1)]}),
         "forbidden_aggregates": _array(UUID),
         "in_tree": UUID,
     },

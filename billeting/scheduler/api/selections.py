@@ -101,12 +101,22 @@ def _convert(data: dict, kind):
         raise HTTPProblem(400, f"JSON does not validate: {util.cut_short(str(exc))}") from None
 
 
+def _any_of_lists(group: dict) -> dict:
+    """A request group with every ``required``/``member_of`` entry an any-of
+    list: a lone name is the list of that one name."""
+    for key in ("required", "member_of"):
+        if key in group:
+            group = {**group, key: [[e] if isinstance(e, str) else e for e in group[key]]}
+    return group
+
+
 def from_typed(data: dict) -> tuple[ScheduleRequest, str | None]:
     group = data.get("server_group")
     if isinstance(group, str):
         data = {k: v for k, v in data.items() if k != "server_group"}
     else:
         group = None
+    data = {**data, "groups": [_any_of_lists(g) for g in data["groups"]]}
     return _convert(data, ScheduleRequest), group
 
 
