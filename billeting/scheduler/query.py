@@ -182,7 +182,7 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
         if not nodes:
             if dest.host and dest.node and catalog.by_name(dest.node):
                 raise Unsatisfiable(f"node {dest.node} is not a node of host {dest.host}")
-            raise Unsatisfiable(f"No such {'node' if dest.node else 'host'}: {name}")
+            raise Unsatisfiable(f"no such {'node' if dest.node else 'host'}: {name}")
         if len(nodes) == 1:
             in_tree = nodes[0].uuid
         else:

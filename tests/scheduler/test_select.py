@@ -196,9 +196,9 @@ def test_requested_destination_and_ignored_hosts(fleet, make_scheduler):
     assert chosen.nodename == "h0"
     [[chosen]] = make_scheduler().select_destinations(req(ignore_hosts=["H2"]))
     assert chosen.nodename == "h1"
-    with pytest.raises(NoValidHost, match="No such host: nowhere"):
+    with pytest.raises(NoValidHost, match="No valid host: no such host: nowhere"):
         make_scheduler().select_destinations(req(destination=Destination(host="nowhere")))
-    with pytest.raises(NoValidHost, match="No such node: nowhere"):
+    with pytest.raises(NoValidHost, match="No valid host: no such node: nowhere"):
         make_scheduler().select_destinations(req(destination=Destination(node="nowhere")))
     with pytest.raises(NoValidHost, match="node h1 is not a node of host h0"):
         make_scheduler().select_destinations(req(destination=Destination(host="h0", node="h1")))
