@@ -22,8 +22,8 @@ class Exclusion:
     ``why``"."""
 
     aggregates: frozenset[str]
-    where: str  # "rack r1 or rack r2"
-    why: str  # "which already hold 1 member of server group G (anti-affinity per rack)"
+    where: str  # "rack r1, rack r2"
+    why: str  # "which each already hold 1 member of server group G, the most its anti-affinity per rack allows"
 
 
 @dataclass(slots=True)

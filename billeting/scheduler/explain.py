@@ -116,6 +116,7 @@ def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uu
                 lacking(f"lacked trait {trait}{where}", required=[trait])
         for any_of in group.member_of:
             lacking(f"were outside {names(any_of)}{where}", member_of=any_of)
+
     def inside(aggregates: frozenset[str], reason: str) -> None:
         try:
             there = _roots(client.list_providers(member_of=aggregates)) & host_uuids
