@@ -49,6 +49,10 @@ class Filter:
     def passes(self, host: HostState, decision: Decision) -> bool:
         raise NotImplementedError
 
+    def explained(self, decision: Decision) -> str:
+        """``explains`` for this request (asked only when the filter removed hosts)."""
+        return self.explains
+
 
 class ComputeFilter(Filter):
     """The compute service is enabled and heartbeating."""
@@ -116,6 +120,9 @@ class AvailabilityZoneFilter(Filter):
 
     def passes(self, host, decision):
         return host.record.availability_zone == decision.request.availability_zone
+
+    def explained(self, decision):
+        return f"were outside availability zone {decision.request.availability_zone!r}"
 
 
 class SameHostFilter(Filter):

@@ -169,7 +169,7 @@ class Pipeline:
             passes = f.passes
             hosts = [h for h in hosts if passes(h, decision)]
             if trace is not None and before != len(hosts):
-                trace.append(FilterStep(f.name, f.explains, before, before - len(hosts), f.once_per_request))
+                trace.append(FilterStep(f.name, f.explained(decision), before, before - len(hosts), f.once_per_request))
             if not hosts:
                 break
         return hosts
