@@ -98,13 +98,23 @@ def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uu
     found: list[Shortfall] = []
     total = len(host_uuids)
 
-    def lacking(reason: str, **ask) -> None:
+    def listed(**ask) -> int | None:
+        """How many of the hosts own a provider Placement lists for ``ask``
+        (None when it cannot say: an explanation must never hide the real failure)."""
         try:
-            having = _roots(client.list_providers(**ask)) & host_uuids
+            return len(_roots(client.list_providers(**ask)) & host_uuids)
         except PlacementError:
-            return  # an explanation must never hide the real failure
-        if total - len(having):
-            found.append(Shortfall(total - len(having), reason))
+            return None
+
+    def lacking(reason: str, **ask) -> None:
+        having = listed(**ask)
+        if having is not None and total - having:
+            found.append(Shortfall(total - having, reason))
+
+    def inside(reason: str, **ask) -> None:
+        there = listed(**ask)
+        if there:
+            found.append(Shortfall(there, reason))
 
     for group in query.groups:
         where = f" (request group {group.suffix!r})" if group.suffix else ""
@@ -116,32 +126,18 @@ def placement_shortfalls(client: PlacementClient, query: CandidateQuery, host_uu
                 lacking(f"lacked trait {trait}{where}", required=[trait])
         for any_of in group.member_of:
             lacking(f"were outside {names(any_of)}{where}", member_of=any_of)
-
-    def inside(aggregates: frozenset[str], reason: str) -> None:
-        try:
-            there = _roots(client.list_providers(member_of=aggregates)) & host_uuids
-        except PlacementError:
-            return
-        if there:
-            found.append(Shortfall(len(there), reason))
-
     for ex in exclusions:
-        inside(ex.aggregates, f"were in {ex.where}, {ex.why}")
+        inside(f"were in {ex.where}, {ex.why}", member_of=ex.aggregates)
     explained = frozenset().union(*(ex.aggregates for ex in exclusions))
     for group in query.groups:  # what the caller itself excluded
         rest = group.forbidden_aggregates - explained
         if rest:
             where = f" (request group {group.suffix!r})" if group.suffix else ""
-            inside(rest, f"were in {names(rest)}, which the request excludes{where}")
+            inside(f"were in {names(rest)}, which the request excludes{where}", member_of=rest)
     for trait in sorted(query.root_required):
         lacking(_lacked(trait), required=[trait])
     if DISABLED_TRAIT in query.root_forbidden:
-        try:
-            disabled = _roots(client.list_providers(required=[DISABLED_TRAIT])) & host_uuids
-        except PlacementError:
-            disabled = set()
-        if disabled:
-            found.append(Shortfall(len(disabled), "were disabled"))
+        inside("were disabled", required=[DISABLED_TRAIT])
     return found
 
 

@@ -122,15 +122,18 @@ def _domains(level: str, names) -> str:
 _TRAIT_KEY = "trait:"
 
 
+def _required_traits(directory: Directory, aggregate: str) -> set[str]:
+    """The traits an aggregate's metadata requires (``trait:T=required``)."""
+    return {key[len(_TRAIT_KEY):] for key, value in directory.aggregate_metadata(aggregate).items()
+            if key.startswith(_TRAIT_KEY) and value == "required"}
+
+
 def isolated_aggregates(directory: Directory, request: ScheduleRequest) -> frozenset[str]:
     """Request filter 5 of spec 2.4: the aggregates whose metadata requires a
-    trait (``trait:T=required``) this request does not require anywhere; the
-    hosts in them are kept for the requests that do."""
+    trait this request does not require anywhere; the hosts in them are kept
+    for the requests that do."""
     wanted = {t for g in request.groups for any_of in g.required for t in any_of} | set(request.root_required)
-    return frozenset(
-        agg for agg in directory.known_aggregates()
-        if any(key.startswith(_TRAIT_KEY) and value == "required" and key[len(_TRAIT_KEY):] not in wanted
-               for key, value in directory.aggregate_metadata(agg).items()))
+    return frozenset(agg for agg in directory.known_aggregates() if _required_traits(directory, agg) - wanted)
 
 
 def image_type_traits(request: ScheduleRequest) -> frozenset[str]:
@@ -223,9 +226,7 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
         isolated = isolated_aggregates(directory, request)
         if isolated:
             forbidden |= isolated
-            traits = sorted({key[len(_TRAIT_KEY):] for agg in isolated
-                             for key, value in directory.aggregate_metadata(agg).items()
-                             if key.startswith(_TRAIT_KEY) and value == "required"})
+            traits = sorted(set().union(*(_required_traits(directory, agg) for agg in isolated)))
             exclusions.append(Exclusion(isolated, f"aggregate(s) {_few(sorted(isolated))}",
                                         f"kept for requests that require trait(s) {_few(traits)}"))
     decision.exclusions = exclusions
