@@ -60,6 +60,8 @@ def log(msg: str) -> None:
 
 
 def log_cpu(phase: dict) -> None:
+    if "db_rows_per_instance" in phase:
+        log(f"  database rows read per placed instance: {phase['db_rows_per_instance']:.0f}")
     cpu = phase.get("cpu_ms_per_instance")
     if cpu:
         parts = ", ".join(f"{group} {ms:.2f}" for group, ms in cpu.items())
@@ -237,7 +239,10 @@ def make_scheduler(kind: str, db: str, url: str, limit: int, seed: int):
     client = http_client(url) if kind == "http" else InProcessPlacementClient(engine_for(db))
     directory = MemoryDirectory()
     catalog = PlacementHostCatalog(client, directory, refresh_s=3600)
-    scheduler = Scheduler(client, catalog, directory, SchedulerSettings(max_placement_results=limit),
+    # (the service reads the same variable: one switch for every phase)
+    sample = os.environ.get("BILLETING_SCHEDULER_CANDIDATE_SAMPLE", "adaptive")
+    scheduler = Scheduler(client, catalog, directory,
+                          SchedulerSettings(max_placement_results=limit, candidate_sample=sample),
                           rng=random.Random(seed))
     catalog.host_uuids()  # the first load is a start-up cost, not a request's
     return scheduler
@@ -287,12 +292,49 @@ def phase_clients(kind: str, db: str, url: str, limit: int, clients: int, second
                        seconds, db)
 
 
+class RowsRead:
+    """PostgreSQL rows read (``tup_returned + tup_fetched`` of the benchmark's
+    database in ``pg_stat_database``) between ``start`` and ``stop``: the
+    database work of a phase, a count that does not depend on the machine."""
+
+    def __init__(self, db: str) -> None:
+        from sqlalchemy import create_engine
+        from sqlalchemy.engine import make_url
+
+        self.name = make_url(db).database
+        self.engine = create_engine(db, isolation_level="AUTOCOMMIT", pool_size=1)
+        self.first = self.last = None
+
+    def _read(self) -> int:
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+            return int(conn.execute(text(
+                "SELECT tup_returned + tup_fetched FROM pg_stat_database WHERE datname = :n"),
+                {"n": self.name}).scalar())
+
+    def start(self) -> None:
+        self.first = self._read()
+
+    def stop(self) -> int:
+        # Backends report their counters at most once a second while busy
+        # and at the latest 10 s after going idle: wait for the last reports.
+        # (a backend that went idle reports within 10 s)
+        time.sleep(11)
+        self.last = self._read()
+        self.engine.dispose()
+        return self.last - self.first
+
+
 def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
     """``worker(*a, ready)`` in one process per ``a`` of ``args``, started
     together at a barrier; each returns (placed, failed, seconds). The CPU
     every process group spent in the middle of the run is measured too
-    (``cpu_meter``)."""
+    (``cpu_meter``), and on PostgreSQL the rows the database read from the
+    barrier to the end (``RowsRead``)."""
     clients = len(args)
+    rows = RowsRead(db) if db.startswith("postgresql") else None
     ctx = mp.get_context("spawn")
     window = cpu_meter.Window(dict(SERVERS), cpu_meter.local(db)) if cpu_meter.available() else None
     with ctx.Manager() as manager, ctx.Pool(clients) as pool:
@@ -302,6 +344,8 @@ def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
         def join_barrier():
             try:
                 ready.wait()
+                if rows is not None:
+                    rows.start()
                 released.set()
             except Exception:  # noqa: BLE001 - the run failed before starting; nothing to measure
                 pass
@@ -315,6 +359,9 @@ def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
     elapsed = max(r[2] for r in results)
     out = {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
            "instances_per_s": placed / elapsed}
+    if rows is not None and rows.first is not None:
+        out["db_rows_read"] = rows.stop()
+        out["db_rows_per_instance"] = out["db_rows_read"] / max(placed, 1)
     measured = cpu_meter.per_instance(window, out["instances_per_s"]) if window is not None else None
     if measured is not None:
         out.update(measured)
@@ -361,6 +408,8 @@ def main() -> int:
     ap.add_argument("--placement-url", default=None, help="use this Placement instead of starting one")
     ap.add_argument("--placement-workers", type=int, default=2)
     ap.add_argument("--limit", type=int, default=1000, help="[scheduler] max_placement_results")
+    ap.add_argument("--candidate-sample", default="adaptive",
+                    help="[filter_scheduler] candidate_sample: adaptive, all (the behaviour before sampling) or N")
     ap.add_argument("--single", type=int, default=200, help="sequential single-instance requests")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=20.0, help="length of the concurrent phase")
@@ -374,13 +423,15 @@ def main() -> int:
                     help="service phase: [scheduler] coalesce_requests = false")
     args = ap.parse_args()
     phases = set(args.phases.split(","))
+    os.environ["BILLETING_SCHEDULER_CANDIDATE_SAMPLE"] = args.candidate_sample
 
     if args.db.startswith("sqlite:///") and not args.db.startswith("sqlite:////"):
         # A relative file, made absolute: the servers run from the checkout (REPO).
         args.db = "sqlite:///" + os.path.abspath(args.db[len("sqlite:///"):])
     fleet = load_fleet(args.db, args.hosts)
     settle(args.db)
-    result: dict = {"hosts": fleet, "client": args.client, "limit": args.limit, "flavor": FLAVOR}
+    result: dict = {"hosts": fleet, "client": args.client, "limit": args.limit,
+                    "candidate_sample": args.candidate_sample, "flavor": FLAVOR}
     with placement_server(args.db, args.placement_url if args.client == "http" else "unused",
                           args.placement_workers) as url:
         if "single" in phases:
