@@ -92,6 +92,9 @@ class HostCatalog(Protocol):
     def host_uuids(self) -> frozenset[str]:
         """Every host (for "0 of N hosts" explanations)."""
 
+    def size(self) -> int:
+        """How many hosts there are (sizes the candidate sample; cheap)."""
+
     def locate(self, instance_uuids: Iterable[str]) -> dict[str, str]:
         """Instance uuid → uuid of the host it is on, for those that are placed."""
 
@@ -182,6 +185,9 @@ class PlacementHostCatalog:
     def host_uuids(self) -> frozenset[str]:
         return frozenset(self._fresh())
 
+    def size(self) -> int:
+        return len(self._fresh())
+
     def by_name(self, name: str) -> list[HostRecord]:
         self._fresh()
         return list(self._by_name.get(name.lower(), ()))
@@ -222,6 +228,9 @@ class MemoryHostCatalog:
 
     def host_uuids(self) -> frozenset[str]:
         return frozenset(self._records)
+
+    def size(self) -> int:
+        return len(self._records)
 
     def all(self) -> list[HostRecord]:
         return list(self._records.values())

@@ -1,11 +1,17 @@
 """``select_destinations``: one request in, claimed Selections out.
 
-    request ──▶ query (request filters) ──▶ GET /allocation_candidates (once)
+    request ──▶ sample size (``sample``: small first, larger only if needed)
+            ──▶ query (request filters) ──▶ GET /allocation_candidates?limit=size
             ──▶ host states (catalog records + summaries)
             ──▶ per instance: filter → weigh → pick, then claim down the
                 ranked list until a claim wins; consume it in memory
             ──▶ alternates from each chosen host's cell (unclaimed)
             ──▶ [[chosen, alternate, ...] per instance]
+
+When the filters leave too few hosts in a sample that Placement cut short,
+the claims made so far are rolled back and the decision is made again on
+the next, larger sample; only the last size (max_placement_results) ends
+in NoValidHost.
 
 The scheduler claims (scheduler-design open point 1, decided as Nova did):
 pick-and-claim is one loop, so a claim lost to another scheduler costs one
@@ -30,6 +36,7 @@ from billeting.placement_client.model import AllocationRequest, AllocationWrite,
 from billeting.placement_client.query import UnsupportedQuery, query_string
 from billeting.scheduler import explain as explain_mod
 from billeting.scheduler import query as query_mod
+from billeting.scheduler import sample as sample_mod
 from billeting.scheduler.catalog import HostCatalog
 from billeting.scheduler.coalesce import Coalescer
 from billeting.scheduler.decision import Decision
@@ -77,7 +84,24 @@ class _BatchLost(Exception):
     """A multi-instance batch claim was refused as a whole."""
 
 
+class _SampleShort(Exception):
+    """The filters left too few hosts in a sample Placement cut short: a
+    larger sample may hold what this one did not."""
+
+
+@dataclass(slots=True)
+class _Offer:
+    """What one candidates query gave: host states, the answer's microversion,
+    and whether Placement stopped at the query's limit (more may exist)."""
+
+    hosts: list[HostState]
+    version: str
+    truncated: bool
+
+
 _CLAIM_EACH, _CLAIM_BATCH, _NO_CLAIM = "claim-each", "claim-batch", "no-claim"
+# The outcome of a batched request that must be decided on its own.
+_ALONE = object()
 
 
 class NoValidHost(Exception):
@@ -164,7 +188,7 @@ class Scheduler:
 
     def _select_together(self, request: ScheduleRequest, alternates: int) -> list[list[Selection]]:
         located, records = self._references(request)
-        decision, query, qs = self._query(request, located, records, None)
+        decision, query, qs = self._query(request, located, records, None, self._sizes(request, alternates)[0])
         asked = _Asked(request, alternates, located, records, decision, query, qs)
         return self._together.run(qs, asked)  # type: ignore[union-attr, return-value]
 
@@ -187,7 +211,8 @@ class Scheduler:
         self._check(request, 0)
         with gcpause.paused():
             located, records = self._references(request)
-            decision, hosts, query, qs = self._prepare(request, located, records, None)
+            decision, offer, query, qs = self._prepare(request, located, records, None)
+            hosts = offer.hosts
             steps: list[FilterStep] = []
             _, ranked = self.pipeline.rank(hosts, decision, steps, scores=True)
         if not ranked:
@@ -226,25 +251,37 @@ class Scheduler:
         records = self.catalog.records(set(located.values()))
         return located, records
 
-    def _prepare(self, request, located, records, near: Domain | None):
-        decision, query, qs = self._query(request, located, records, near)
-        hosts, decision.version = self._offer(query)
-        return decision, hosts, query, qs
+    def _sizes(self, request: ScheduleRequest, alternates: int) -> tuple[int, ...]:
+        """The sample sizes this request may be decided on, smallest first."""
+        setting = self.settings.candidate_sample
+        try:
+            fleet = self.catalog.size() if setting == sample_mod.ADAPTIVE else 0
+        except PlacementError as exc:  # the catalog's own reads of Placement
+            raise PlacementTrouble(f"Placement could not list the hosts: {exc.detail or exc}") from None
+        return sample_mod.sizes(setting, fleet=fleet, wanted=request.num_instances + alternates,
+                                cap=self.settings.max_placement_results)
 
-    def _query(self, request, located, records, near: Domain | None):
-        """(the request's Decision, its Placement query, the query string)."""
+    def _prepare(self, request, located, records, near: Domain | None, size: int | None = None):
+        decision, query, qs = self._query(request, located, records, near, size)
+        offer = self._offer(query)
+        decision.version = offer.version
+        return decision, offer, query, qs
+
+    def _query(self, request, located, records, near: Domain | None, size: int | None = None):
+        """(the request's Decision, its Placement query, the query string).
+        ``size``: the sample size (None: max_placement_results)."""
         decision = Decision(request, self.settings, self.directory)
         try:
             self._guard(lambda: query_mod.seed(decision, located, records))
             query = self._guard(lambda: query_mod.build(decision, self.catalog, version=self.client.version,
-                                                        near=near))
+                                                        near=near, sample=size))
             qs = query_string(query, self.client.version)
         except UnsupportedQuery as exc:
             raise InvalidRequest(f"this Placement cannot answer the request: {exc}") from None
         return decision, query, qs
 
-    def _offer(self, query) -> tuple[list[HostState], str]:
-        """Ask Placement once: (host states of what it offered, the answer's microversion)."""
+    def _offer(self, query) -> _Offer:
+        """Ask Placement once."""
         try:
             candidates = self.client.allocation_candidates(query)
         except UnsupportedQuery as exc:
@@ -258,26 +295,44 @@ class Scheduler:
             records = self.catalog.records(roots)
         except PlacementError as exc:  # the catalog's own reads of Placement
             raise PlacementTrouble(f"Placement could not list the hosts: {exc.detail or exc}") from None
-        return host_states(candidates, records, self.directory), candidates.version
+        truncated = query.limit is not None and len(candidates.allocation_requests) >= query.limit
+        return _Offer(host_states(candidates, records, self.directory), candidates.version, truncated)
 
     def _select(self, request, alternates, located, records, level: str | None,
-                near: Domain | None, claim: bool = True) -> list[list[Selection]]:
+                near: Domain | None, claim: bool = True, prepared=None) -> list[list[Selection]]:
+        """Decide on samples of growing size until one holds enough hosts.
+        ``prepared``: (decision, query, qs) already built for the first size."""
+        sizes = self._sizes(request, alternates)
+        for i, size in enumerate(sizes):
+            last = i == len(sizes) - 1
+            try:
+                return self._select_sized(request, alternates, located, records, level, near, claim,
+                                          size, not last, prepared)
+            except _SampleShort:
+                prepared = None
+                LOG.debug("a sample of %d candidates held too few hosts; asking for %d", size, sizes[i + 1])
+        raise AssertionError("the last sample size never grows")  # pragma: no cover
+
+    def _select_sized(self, request, alternates, located, records, level: str | None, near: Domain | None,
+                      claim: bool, size: int, grow: bool, prepared) -> list[list[Selection]]:
+        args = (request, alternates, located, records, level, near)
         if not claim:
-            return self._decide(request, alternates, located, records, level, near, _NO_CLAIM)
+            return self._decide(*args, _NO_CLAIM, prepared, size, grow)
         if request.num_instances == 1:
-            return self._decide(request, alternates, located, records, level, near, _CLAIM_EACH)
+            return self._decide(*args, _CLAIM_EACH, prepared, size, grow)
         try:
-            return self._decide(request, alternates, located, records, level, near, _CLAIM_BATCH)
+            return self._decide(*args, _CLAIM_BATCH, prepared, size, grow)
         except _BatchLost as lost:
             # Capacity went elsewhere between our query and the batch claim:
             # decide again, claiming instance by instance so each lost claim
             # just falls back to the next host.
             LOG.info("batch claim of %d instances lost (%s); claiming one by one",
                      request.num_instances, lost)
-            return self._decide(request, alternates, located, records, level, near, _CLAIM_EACH)
+            return self._decide(*args, _CLAIM_EACH, None, size, grow)
 
     def _decide(self, request, alternates, located, records, level: str | None,
-                near: Domain | None, mode: str, prepared=None) -> list[list[Selection]]:
+                near: Domain | None, mode: str, prepared=None, size: int | None = None,
+                grow: bool = False) -> list[list[Selection]]:
         """Rank and pick each instance in turn on the request's in-memory
         view. ``mode``: claim each pick as it is made (falling back down the
         ranked list when a claim loses), plan every pick and claim them all
@@ -285,10 +340,12 @@ class Scheduler:
         nothing."""
         started = time.perf_counter()
         if prepared is None:
-            decision, hosts, query, qs = self._prepare(request, located, records, near)
+            decision, offer, query, qs = self._prepare(request, located, records, near, size)
         else:  # (decision, query, qs) built by the caller
             decision, query, qs = prepared
-            hosts, decision.version = self._offer(query)
+            offer = self._offer(query)
+            decision.version = offer.version
+        hosts = offer.hosts
         offered = len(hosts)
         if hosts:
             decision.consumption = hosts[0].consumption
@@ -323,6 +380,8 @@ class Scheduler:
             if each and (ran_out or len(claimed) < request.num_instances):
                 self._rollback(claimed)
         if ran_out:
+            if grow and offer.truncated:
+                raise _SampleShort()
             # Explained after the rollback, so the counts describe the fleet
             # as the next request will find it.
             raise NoValidHost(self._explain(request, query, qs, offered, steps, lost, len(claimed),
@@ -349,21 +408,30 @@ class Scheduler:
         claimed in one ``POST /allocations``. When Placement refuses that as
         a whole (capacity taken by another scheduler meanwhile, or an
         instance that already holds allocations), each request is decided
-        again on its own, claim by claim, as if it had come alone."""
+        again on its own, claim by claim, as if it had come alone.
+
+        The query's sample is sized for one request; the batch asks for as
+        many times more as it has requests. A request the batch's sample
+        could not place is decided on its own afterwards, on a larger one."""
         if len(batch) == 1:
             a = batch[0]
-            return [_outcome(lambda: self._decide(a.request, a.alternates, a.located, a.records, None, None,
-                                                  _CLAIM_EACH, prepared=(a.decision, a.query, a.qs)))]
+            return [_outcome(lambda: self._select(a.request, a.alternates, a.located, a.records, None, None,
+                                                  prepared=(a.decision, a.query, a.qs)))]
+        query = batch[0].query
+        if query.limit is not None and query.limit < self.settings.max_placement_results:
+            query = msgspec.structs.replace(
+                query, limit=min(query.limit * len(batch), self.settings.max_placement_results))
         try:
-            hosts, version = self._offer(batch[0].query)
+            offer = self._offer(query)
         except SchedulerError as exc:
             return [exc] * len(batch)
+        hosts, version = offer.hosts, offer.version
         consumption = hosts[0].consumption if hosts else None
         outcomes: list[object] = [None] * len(batch)
         # (request's index in the batch, its pick, its ranking, the Decision it was ranked by)
         planned: list[tuple[int, _Claimed, RankedList, Decision]] = []
         for members in _alike(batch):
-            self._plan_alike(batch, members, hosts, version, consumption, outcomes, planned)
+            self._plan_alike(batch, members, offer, consumption, outcomes, planned)
         if planned:
             writes = {won.instance: AllocationWrite(
                 allocations=won.request.allocations, project_id=batch[i].request.project_id,
@@ -374,12 +442,12 @@ class Scheduler:
                 outcome = self.client.post_allocations(writes)
             except PlacementError as exc:
                 trouble = PlacementTrouble(f"Placement could not take the claims: {exc.detail or exc}")
-                return [trouble if o is None else o for o in outcomes]
+                return [trouble if o is None or o is _ALONE else o for o in outcomes]
             if not outcome.ok:
                 LOG.info("claims of %d requests decided together lost (%s: %s); deciding each on its own",
                          len(planned), outcome.result.value, outcome.detail)
-                return [_outcome(lambda a=a: self._decide(a.request, a.alternates, a.located, a.records, None,
-                                                          None, _CLAIM_EACH))
+                return [_outcome(lambda a=a: self._select(a.request, a.alternates, a.located, a.records, None,
+                                                          None))
                         for a in batch]
         # Alternates never name a host another request of the batch was given.
         given = {won.host.uuid for _, won, _, _ in planned}
@@ -387,11 +455,17 @@ class Scheduler:
             alternates = batch[i].alternates
             outcomes[i] = self._selections([won], ranked if alternates else [], given - {won.host.uuid},
                                            decision, alternates, None)
+        # Those the sample was too small for, now that the batch's claims are in.
+        for i, o in enumerate(outcomes):
+            if o is _ALONE:
+                a = batch[i]
+                outcomes[i] = _outcome(lambda a=a: self._select(a.request, a.alternates, a.located, a.records,
+                                                                None, None))
         LOG.debug("decided %d requests together (%d hosts offered, %d placed)", len(batch), len(hosts),
                   len(planned))
         return outcomes
 
-    def _plan_alike(self, batch: list[_Asked], members: list[int], hosts: list[HostState], version: str,
+    def _plan_alike(self, batch: list[_Asked], members: list[int], offer: _Offer,
                     consumption, outcomes: list[object], planned: list) -> None:
         """Pick a host for each of ``members`` (indexes into ``batch`` of
         requests alike but for their instance), claiming nothing yet.
@@ -399,7 +473,10 @@ class Scheduler:
         Alike requests are ranked as the instances of one request are: one
         ``Decision``, so the filters that depend only on the request run
         once and the weighers' raw values are kept, recomputed only for the
-        hosts a pick changed. Each request still gets its own ranking."""
+        hosts a pick changed. Each request still gets its own ranking.
+        A request left without a host in a truncated sample is marked
+        ``_ALONE``: decided on its own later, on a larger sample."""
+        hosts, version = offer.hosts, offer.version
         first = batch[members[0]]
         decision = first.decision
         if len(members) > 1:
@@ -420,7 +497,8 @@ class Scheduler:
                 steps = once + trace
             won, _ = self._claim_down(ranked, a.request.instance_uuids[0], a.request, decision, set(), False)
             if won is None:
-                outcomes[i] = _outcome(lambda: self._no_valid_host(a, len(hosts), steps))
+                outcomes[i] = _ALONE if offer.truncated else _outcome(
+                    lambda: self._no_valid_host(a, len(hosts), steps))
                 continue
             consumption.add(won.request)
             decision.placed(won.host)

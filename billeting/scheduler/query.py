@@ -154,12 +154,17 @@ def image_type_traits(request: ScheduleRequest) -> frozenset[str]:
 
 
 def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
-          near: Domain | None = None) -> CandidateQuery:
+          near: Domain | None = None, sample: int | None = None) -> CandidateQuery:
+    """The Placement query of ``decision``'s request. ``sample``: ask for at
+    most that many candidates (the sample stage's size), unless the request
+    needs every candidate seen (then there is no limit at all)."""
     request, settings, directory = decision.request, decision.settings, decision.directory
     member_of: list[frozenset[str]] = []
     forbidden: set[str] = set()
     in_tree: str | None = None
     limit: int | None = settings.max_placement_results
+    if sample is not None:
+        limit = min(limit, sample)
 
     if request.availability_zone:
         zone_aggs = directory.az_aggregates(request.availability_zone)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
+from billeting.scheduler import sample
 from billeting.scheduler.directory import DEFAULT_LEVELS
 
 DEFAULT_MULTIPLIERS = {
@@ -67,6 +68,10 @@ class SchedulerSettings:
     # measured 99.3% of builds succeeding with "next" and 100% with
     # "spread" (BENCHMARKS.md, "Alternates").
     alternates_from: str = "spread"
+    # How many candidates a decision asks Placement for (``sample``):
+    # "adaptive" starts small and grows only when filters leave too few;
+    # "all" asks for max_placement_results at once; an integer N starts at N.
+    candidate_sample: str = sample.ADAPTIVE
     # NumInstancesFilter, IoOpsFilter (off by default) and their aggregate forms.
     max_instances_per_host: int = 50
     max_io_ops_per_host: int = 8
@@ -91,6 +96,7 @@ class SchedulerSettings:
             raise ValueError("host_subset_size must be at least 1")
         if self.alternates_from not in ALTERNATES_FROM:
             raise ValueError(f"alternates_from must be one of {', '.join(ALTERNATES_FROM)}")
+        sample.check(self.candidate_sample)
         if not self.topology_levels or len(set(self.topology_levels)) != len(self.topology_levels):
             raise ValueError("topology_levels must name at least one level, each once")
         for level in self.topology_levels:

@@ -16,6 +16,7 @@ sections are the scheduler's own, so one file can configure Placement
                           query_placement_for_image_type_support, coalesce_requests
     [filter_scheduler]    enabled_filters, weighers, host_subset_size,
                           shuffle_best_same_weighed_hosts, alternates_from (spread|next),
+                          candidate_sample (adaptive|all|N),
                           max_instances_per_host, max_io_ops_per_host,
                           image_properties_default_architecture, <name>_weight_multiplier
     [oslo_policy]         policy_file
@@ -71,6 +72,7 @@ class ServiceConfig:
     host_subset_size: int = 1
     shuffle_best_same_weighed_hosts: bool = False
     alternates_from: str = "spread"
+    candidate_sample: str = "adaptive"
     max_instances_per_host: int = 50
     max_io_ops_per_host: int = 8
     image_properties_default_architecture: str = ""  # empty: none
@@ -89,7 +91,8 @@ class ServiceConfig:
             enabled_filters=tuple(self.enabled_filters) or None, weighers=tuple(self.weighers) or None,
             multipliers={**DEFAULT_MULTIPLIERS, **self.multipliers}, host_subset_size=self.host_subset_size,
             shuffle_best_same_weighed_hosts=self.shuffle_best_same_weighed_hosts,
-            alternates_from=self.alternates_from, max_instances_per_host=self.max_instances_per_host,
+            alternates_from=self.alternates_from, candidate_sample=self.candidate_sample,
+            max_instances_per_host=self.max_instances_per_host,
             max_io_ops_per_host=self.max_io_ops_per_host,
             image_properties_default_architecture=self.image_properties_default_architecture.strip() or None)
 
@@ -115,6 +118,7 @@ _FILE_KEYS = {
     "filter_scheduler.host_subset_size": "host_subset_size",
     "filter_scheduler.shuffle_best_same_weighed_hosts": "shuffle_best_same_weighed_hosts",
     "filter_scheduler.alternates_from": "alternates_from",
+    "filter_scheduler.candidate_sample": "candidate_sample",
     "filter_scheduler.max_instances_per_host": "max_instances_per_host",
     "filter_scheduler.max_io_ops_per_host": "max_io_ops_per_host",
     "filter_scheduler.image_properties_default_architecture": "image_properties_default_architecture",
