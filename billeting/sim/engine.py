@@ -80,6 +80,7 @@ class Run:
         settings = SchedulerSettings(max_placement_results=scenario.candidates_limit,
                                      host_subset_size=design.host_subset_size,
                                      alternates_from=design.effective_alternates_from(),
+                                     candidate_sample=design.candidate_sample,
                                      topology_levels=fleet.directory.levels,
                                      # Requests here are greenlets on one thread: one waiting
                                      # for another's batch would block the thread, and with it

@@ -42,6 +42,8 @@ import msgspec
 import os_traits
 from msgspec import Meta
 
+from billeting.scheduler import sample
+
 DESIGNS = ("legacy", "conductor-claims", "scheduler-claims")
 LEVELS = ("host", "rack", "row", "room", "cell")
 
@@ -192,6 +194,9 @@ class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # conductor-claims (upstream's ranked list), the scheduler's own default
     # for scheduler-claims.
     alternates_from: Literal["spread", "next"] | None = None
+    # How many candidates each decision asks for (SchedulerSettings.candidate_sample):
+    # "adaptive", "all" (the scenario's candidates_limit at once) or a number as text.
+    candidate_sample: str = "adaptive"
     multipliers: dict[str, float] = {}
 
     def effective_alternates_from(self) -> str:
@@ -203,7 +208,7 @@ class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
         knobs: dict[str, str | int | float | bool] = {
             "alternates": self.alternates, "max_attempts": self.max_attempts,
             "host_subset_size": self.host_subset_size, "schedulers": self.schedulers, "weigher": self.weigher,
-            "alternates_from": self.effective_alternates_from()}
+            "alternates_from": self.effective_alternates_from(), "candidate_sample": self.candidate_sample}
         if self.design == "conductor-claims":
             knobs["ranked"] = self.ranked
         knobs.update(self.multipliers)
@@ -366,6 +371,10 @@ def check(s: Scenario) -> list[str]:
     for i, d in enumerate(s.failures.down):
         out += _finite(f"failures.down[{i}]", d)
     for i, d in enumerate(s.designs):
+        try:
+            sample.check(d.candidate_sample)
+        except ValueError as exc:
+            out.append(f"designs[{i}].{exc}")
         out += [f"designs[{i}].multipliers.{k}: must be a finite number" for k, v in d.multipliers.items()
                 if not math.isfinite(v)]
     for i, row in enumerate(s.trace):
