@@ -26,7 +26,8 @@ from billeting.scheduler.nova import BadHint, domain_hints
 from billeting.scheduler.request import Destination
 
 LOG = logging.getLogger(__name__)
-
+# A server's name column (the API database's build requests, the cells' instances).
+_NAME_MAX = 255
 
 
 def ref_id(ref: str | int) -> str:
@@ -213,8 +214,13 @@ class Servers:
             if stored is None or (not ctx.is_admin and stored.project_id != ctx.project_id):
                 raise bad_request(f"Invalid input for field/attribute group. Value: {group}. "
                                   f"Server group {group} could not be found.")
-        uuids = tuple(str(uuidlib.uuid4()) for _ in range(max_count))
         name = server["name"]
+        if max_count > 1 and len(name) + len(f"-{max_count}") > _NAME_MAX:
+            # each server is named "name-N", and a name column holds 255 characters
+            raise bad_request(f"Invalid input for field/attribute name. With max_count {max_count} the servers "
+                              f"are named {name[:20]}...-N, which must be at most {_NAME_MAX} characters: "
+                              f"the name may have {_NAME_MAX - len(f'-{max_count}')}.")
+        uuids = tuple(str(uuidlib.uuid4()) for _ in range(max_count))
         names = tuple(f"{name}-{i + 1}" if max_count > 1 else name for i in range(max_count))
         az, destination = _destination(self.deps, ctx, server)
         is_bfv = not image_ref
