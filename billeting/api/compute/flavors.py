@@ -143,6 +143,13 @@ def _spec_text(value) -> str:
     return str(value)
 
 
+def _set_specs(deps: ComputeAPIDeps, flavor_id: str, specs: dict[str, str]) -> dict[str, str] | None:
+    try:
+        return flavors.set_extra_specs(deps.api_engine, flavor_id, specs)
+    except flavors.SpecsTooLarge as exc:
+        raise bad_request(f"Validation failed; {exc}") from None
+
+
 class ExtraSpecs:
     def __init__(self, deps: ComputeAPIDeps) -> None:
         self.deps = deps
@@ -156,7 +163,7 @@ class ExtraSpecs:
         schemas.check(doc, schemas.EXTRA_SPECS)
         specs = {k: _spec_text(v) for k, v in doc["extra_specs"].items()}
         check_extra_specs(specs)
-        if flavors.set_extra_specs(self.deps.api_engine, flavor_id, specs) is None:
+        if _set_specs(self.deps, flavor_id, specs) is None:
             raise not_found(f"Flavor {flavor_id} could not be found.")
         resp.media = {"extra_specs": specs}
 
@@ -179,7 +186,7 @@ class ExtraSpec:
             raise bad_request("Request body and URI mismatch")
         value = _spec_text(doc[key])
         check_extra_specs({key: value})
-        if flavors.set_extra_specs(self.deps.api_engine, flavor_id, {key: value}) is None:
+        if _set_specs(self.deps, flavor_id, {key: value}) is None:
             raise not_found(f"Flavor {flavor_id} could not be found.")
         resp.media = {key: value}
 

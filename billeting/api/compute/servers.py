@@ -28,6 +28,9 @@ from billeting.scheduler.request import Destination
 LOG = logging.getLogger(__name__)
 # A server's name column (the API database's build requests, the cells' instances).
 _NAME_MAX = 255
+# Hints are kept with the request spec, a TEXT column: 64 KiB on MySQL/MariaDB,
+# which the flavor (see flavors.MAX_SPECS_JSON) and the image share.
+MAX_HINTS_JSON = 16384
 
 
 def ref_id(ref: str | int) -> str:
@@ -204,6 +207,9 @@ class Servers:
         if max_count > 1000:
             raise bad_request("max_count must be at most 1000")
         hints = _hints(doc)
+        if len(orjson.dumps(hints)) > MAX_HINTS_JSON:
+            raise bad_request(f"Invalid input for field/attribute os:scheduler_hints. The hints take at most "
+                              f"{MAX_HINTS_JSON} bytes as JSON.")
         for key in ("same_host", "different_host"):
             if key in hints:
                 hints = {**hints, key: list(_servers(hints[key]))}
