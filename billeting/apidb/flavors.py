@@ -13,6 +13,16 @@ from billeting.placement.store.tx import run_read, run_write
 from billeting.scheduler.nova import Flavor
 
 
+# A server carries its flavor, extra specs and all, as JSON in TEXT columns
+# (its build request, request spec, instance record), which hold 64 KiB on
+# MySQL/MariaDB; the extra specs' share is bounded so one fits on every backend.
+MAX_SPECS_JSON = 16384
+
+
+class SpecsTooLarge(Exception):
+    pass
+
+
 class StoredFlavor(msgspec.Struct, frozen=True, kw_only=True):
     flavorid: str
     name: str
@@ -109,7 +119,8 @@ def delete_flavor(engine: Engine, flavorid: str) -> bool:
 
 
 def set_extra_specs(engine: Engine, flavorid: str, specs: dict[str, str]) -> dict[str, str] | None:
-    """Add or replace keys; None when the flavor does not exist. Returns every spec."""
+    """Add or replace keys; None when the flavor does not exist. Returns every
+    spec. ``SpecsTooLarge`` (nothing written) when they would exceed ``MAX_SPECS_JSON``."""
     def work(conn: Connection):
         row = conn.execute(select(t.flavors.c.id).where(t.flavors.c.flavorid == flavorid)).first()
         if row is None:
@@ -119,7 +130,10 @@ def set_extra_specs(engine: Engine, flavorid: str, specs: dict[str, str]) -> dic
             conn.execute(delete(t.flavor_extra_specs).where(c.flavor_id == row.id, c.key.in_(list(specs))))
             conn.execute(insert(t.flavor_extra_specs), [
                 {"flavor_id": row.id, "key": k, "value": v} for k, v in specs.items()])
-        return _specs(conn, [row.id]).get(row.id, {})
+        merged = _specs(conn, [row.id]).get(row.id, {})
+        if len(msgspec.json.encode(merged)) > MAX_SPECS_JSON:
+            raise SpecsTooLarge(f"A flavor's extra specs take at most {MAX_SPECS_JSON} bytes as JSON.")
+        return merged
     return run_write(engine, work)
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 import os_resource_classes
 import os_traits
 
+from billeting.scheduler.bounds import MAX_VCPUS
+
 LOG = logging.getLogger(__name__)
 
 Prop = Callable[["str | None", str], "str | None"]  # (extra spec, image property) -> value
@@ -78,6 +80,9 @@ def pinning(prop: Prop, vcpus: int, resources: dict[str, int], required: set[str
 
 
 def _mixed_dedicated(prop: Prop, vcpus: int) -> int | None:
+    if vcpus > MAX_VCPUS:  # the masks are read per vCPU; the APIs refuse such flavors
+        LOG.warning("ignoring hw:cpu_policy=mixed: %d vCPUs, more than %d", vcpus, MAX_VCPUS)
+        return None
     mask = prop("hw:cpu_dedicated_mask", "hw_cpu_dedicated_mask")
     if not mask:
         # without a dedicated mask, the realtime vCPUs are the dedicated ones

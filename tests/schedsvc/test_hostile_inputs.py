@@ -50,7 +50,9 @@ def test_bad_bodies_are_400(api, fleet, path, body):
     assert resp.status == 400, resp
 
 
-@pytest.mark.parametrize("body", [simple_request(vcpu=2**63), simple_request(memory_mb=2**31)], ids=["2**63", "2**31"])
+# (beyond Placement's largest amount, 2**31 - 1, a request is a 400: tests/schedsvc/test_limits.py)
+@pytest.mark.parametrize("body", [simple_request(vcpu=2**31 - 1), simple_request(memory_mb=2**31 - 1)],
+                         ids=["vcpu", "memory_mb"])
 def test_an_amount_no_host_has_is_no_valid_host(api, fleet, body):
     fleet.add("h1", vcpu=4)
     resp = api.post("/selections", json=body)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from billeting.placement_client.model import CandidateQuery, RequestGroup
 from billeting.placement_client.query import query_string
+from billeting.scheduler.bounds import MAX_VCPUS
 from billeting.scheduler.catalog import MemoryHostCatalog
 from billeting.scheduler.decision import Decision
 from billeting.scheduler.directory import MemoryDirectory
@@ -125,6 +126,10 @@ def test_mixed_cpus_split_by_the_dedicated_or_realtime_mask():
     assert groups[""].resources["PCPU"] == 3
     # resources the extra specs name win over the policy
     assert cpus(4, **{"hw:cpu_dedicated_mask": "2-3", "resources:VCPU": "4"}) == {"VCPU": 4}
+    # the masks are read per vCPU: beyond a guest's largest size (which both
+    # APIs refuse) the policy is skipped, not a second of work per request
+    assert cpus(MAX_VCPUS, **{"hw:cpu_dedicated_mask": "^0"}) == {"VCPU": 1, "PCPU": MAX_VCPUS - 1}
+    assert cpus(10**6, **{"hw:cpu_dedicated_mask": "^0"}) == {"VCPU": 10**6}
 
 
 def test_guest_features_ask_for_the_host_traits_and_resources_that_give_them():

@@ -1,6 +1,8 @@
 """``/flavors`` and ``/flavors/{id}/os-extra_specs``."""
 from __future__ import annotations
 
+import math
+import re
 import uuid as uuidlib
 
 import falcon
@@ -9,7 +11,10 @@ from billeting.api.compute import paging, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, conflict, not_found
 from billeting.apidb import flavors
+from billeting.scheduler.bounds import MAX_AMOUNT, MAX_VCPUS
 from billeting.scheduler.nova import _SPEC_KEY, _valid_class
+
+_AMOUNT = re.compile(r"^[0-9]+$")
 
 
 def _flavor_or_404(deps: ComputeAPIDeps, flavor_id: str) -> flavors.StoredFlavor:
@@ -37,11 +42,26 @@ def check_extra_specs(specs: dict[str, str]) -> None:
         if not match:
             continue
         if match.group(1) == "resources":
-            if not _valid_class(match.group(3)) or not str(value).isdigit():
+            if not _valid_class(match.group(3)) or not _AMOUNT.match(str(value)):
                 raise bad_request(f"Validation failed; extra spec {key}={value}: expected a resource class and "
                                   f"a non-negative amount.")
+            if int(value) > MAX_AMOUNT:
+                raise bad_request(f"Validation failed; extra spec {key}={value}: an amount is at most "
+                                  f"{MAX_AMOUNT}, the most Placement holds.")
         elif value not in ("required", "forbidden"):
             raise bad_request(f"Validation failed; extra spec {key}={value}: expected required or forbidden.")
+
+
+def _check_sizes(vcpus: int, disk: int, ephemeral: int, swap_mb: int) -> None:
+    """Bounds beyond the columns': a guest's vCPUs (the mixed CPU policy's
+    masks are read per vCPU), and the DISK_GB the scheduler asks Placement
+    for (root + ephemeral + swap), which no provider can hold beyond ``MAX_AMOUNT``."""
+    if vcpus > MAX_VCPUS:
+        raise bad_request(f"Invalid input for field/attribute vcpus. Value: {vcpus}. A flavor has at most "
+                          f"{MAX_VCPUS} vCPUs.")
+    if disk + ephemeral + math.ceil(swap_mb / 1024) > MAX_AMOUNT:
+        raise bad_request(f"Invalid input for field/attribute flavor. disk + ephemeral + swap (in GiB) is at most "
+                          f"{MAX_AMOUNT}, the most DISK_GB Placement holds.")
 
 
 class Flavors:
@@ -85,11 +105,13 @@ class Flavors:
         if f.get("description") is not None and not ctx.version.at_least(55):
             raise bad_request("Invalid input for field/attribute flavor: description needs microversion 2.55.")
         swap = f.get("swap", 0)
+        swap = int(swap) if swap != "" else 0
+        _check_sizes(int(f["vcpus"]), int(f["disk"]), int(f.get("OS-FLV-EXT-DATA:ephemeral", 0)), swap)
         try:
             created = flavors.create(
                 self.deps.api_engine, flavorid=flavorid, name=f["name"].strip(), vcpus=int(f["vcpus"]),
                 memory_mb=int(f["ram"]), root_gb=int(f["disk"]),
-                ephemeral_gb=int(f.get("OS-FLV-EXT-DATA:ephemeral", 0)), swap=int(swap) if swap != "" else 0,
+                ephemeral_gb=int(f.get("OS-FLV-EXT-DATA:ephemeral", 0)), swap=swap,
                 rxtx_factor=float(f.get("rxtx_factor", 1.0)), description=f.get("description"),
                 is_public=_bool(f.get("os-flavor-access:is_public", True), "os-flavor-access:is_public"))
         except flavors.FlavorExists as exc:
@@ -121,6 +143,13 @@ def _spec_text(value) -> str:
     return str(value)
 
 
+def _set_specs(deps: ComputeAPIDeps, flavor_id: str, specs: dict[str, str]) -> dict[str, str] | None:
+    try:
+        return flavors.set_extra_specs(deps.api_engine, flavor_id, specs)
+    except flavors.SpecsTooLarge as exc:
+        raise bad_request(f"Validation failed; {exc}") from None
+
+
 class ExtraSpecs:
     def __init__(self, deps: ComputeAPIDeps) -> None:
         self.deps = deps
@@ -134,7 +163,7 @@ class ExtraSpecs:
         schemas.check(doc, schemas.EXTRA_SPECS)
         specs = {k: _spec_text(v) for k, v in doc["extra_specs"].items()}
         check_extra_specs(specs)
-        if flavors.set_extra_specs(self.deps.api_engine, flavor_id, specs) is None:
+        if _set_specs(self.deps, flavor_id, specs) is None:
             raise not_found(f"Flavor {flavor_id} could not be found.")
         resp.media = {"extra_specs": specs}
 
@@ -157,7 +186,7 @@ class ExtraSpec:
             raise bad_request("Request body and URI mismatch")
         value = _spec_text(doc[key])
         check_extra_specs({key: value})
-        if flavors.set_extra_specs(self.deps.api_engine, flavor_id, {key: value}) is None:
+        if _set_specs(self.deps, flavor_id, {key: value}) is None:
             raise not_found(f"Flavor {flavor_id} could not be found.")
         resp.media = {key: value}
 

@@ -81,6 +81,16 @@ def _is_float32(value: object) -> bool:
     return math.isfinite(number) and abs(number) <= FLOAT32_MAX
 
 
+# A TEXT column holds 65535 bytes on MySQL/MariaDB, not characters: Nova's
+# 65535 characters of "é" were kept on SQLite and PostgreSQL, a 400 there.
+TEXT_BYTES = 65535
+
+
+@_CHECKER.checks("text64k")
+def _fits_text(value: object) -> bool:
+    return not isinstance(value, str) or len(value) <= TEXT_BYTES // 4 or len(value.encode("utf-8")) <= TEXT_BYTES
+
+
 _NAME = {"type": "string", "minLength": 1, "maxLength": 255, "format": "name"}
 _INT0 = {"type": ["integer", "string"], "pattern": r"^[0-9]+$", "minimum": 0, "format": "int32"}
 # "minimum" applies to numbers only: a string must show a non-zero digit itself.
@@ -104,7 +114,7 @@ FLAVOR_CREATE = {
             "rxtx_factor": {"type": ["number", "string"], "pattern": r"^[0-9]+(\.[0-9]+)?$", "minimum": 0,
                             "format": "float32"},
             "os-flavor-access:is_public": {"type": ["boolean", "string"]},
-            "description": {"type": ["string", "null"], "maxLength": 65535},
+            "description": {"type": ["string", "null"], "maxLength": 65535, "format": "text64k"},
         },
         "required": ["name", "ram", "vcpus", "disk"],
         "additionalProperties": False,
@@ -117,11 +127,15 @@ FLAVOR_CREATE = {
 # ignoring trailing spaces, so "k" and "k " would be one key there and two elsewhere.
 _SPEC_KEY = r"^[a-zA-Z0-9_\-:.]([a-zA-Z0-9_\-:. ]{0,253}[a-zA-Z0-9_\-:.])?$"
 
+# The value column holds 255 characters (as Nova's); numbers and booleans
+# are kept as their text, which never comes near that.
+_SPEC_VALUE = {"type": ["string", "integer", "number", "boolean"], "maxLength": 255}
+
 EXTRA_SPECS = {
     "type": "object",
     "properties": {"extra_specs": {
         "type": "object",
-        "patternProperties": {_SPEC_KEY: {"type": ["string", "integer", "number", "boolean"]}},
+        "patternProperties": {_SPEC_KEY: _SPEC_VALUE},
         "additionalProperties": False,
     }},
     "required": ["extra_specs"],
@@ -130,7 +144,7 @@ EXTRA_SPECS = {
 
 EXTRA_SPEC_ONE = {
     "type": "object",
-    "patternProperties": {_SPEC_KEY: {"type": ["string", "integer", "number", "boolean"]}},
+    "patternProperties": {_SPEC_KEY: _SPEC_VALUE},
     "minProperties": 1, "maxProperties": 1,
     "additionalProperties": False,
 }
@@ -286,7 +300,23 @@ def check(document: object, schema: dict) -> None:
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path)
         raise bad_request(f"Invalid input for field/attribute {where or 'body'}. Value: "
-                          f"{_short(error.instance)}. {error.message[:300]}")
+                          f"{_short(error.instance)}. {_what_failed(error)}")
+
+
+# What a limit's keyword says when it fails: the limit itself, not the
+# validator's message, which quotes the (maybe huge) value first.
+_LIMIT_WORDS = {"maxLength": "is longer than {} characters", "maximum": "is more than {}",
+                "maxItems": "has more than {} items", "maxProperties": "has more than {} entries"}
+_FORMAT_WORDS = {"text64k": f"is longer than {TEXT_BYTES} bytes as UTF-8",
+                 "int32": f"is more than {INT_MAX}", "float32": f"is not a finite number of at most {FLOAT32_MAX}"}
+
+
+def _what_failed(error: jsonschema.ValidationError) -> str:
+    if error.validator in _LIMIT_WORDS:
+        return "The value " + _LIMIT_WORDS[error.validator].format(error.validator_value) + "."
+    if error.validator == "format" and error.validator_value in _FORMAT_WORDS:
+        return "The value " + _FORMAT_WORDS[error.validator_value] + "."
+    return error.message[:300]
 
 
 def _short(value: object) -> str:

@@ -26,7 +26,11 @@ from billeting.scheduler.nova import BadHint, domain_hints
 from billeting.scheduler.request import Destination
 
 LOG = logging.getLogger(__name__)
-
+# A server's name column (the API database's build requests, the cells' instances).
+_NAME_MAX = 255
+# Hints are kept with the request spec, a TEXT column: 64 KiB on MySQL/MariaDB,
+# which the flavor (see flavors.MAX_SPECS_JSON) and the image share.
+MAX_HINTS_JSON = 16384
 
 
 def ref_id(ref: str | int) -> str:
@@ -203,6 +207,9 @@ class Servers:
         if max_count > 1000:
             raise bad_request("max_count must be at most 1000")
         hints = _hints(doc)
+        if len(orjson.dumps(hints)) > MAX_HINTS_JSON:
+            raise bad_request(f"Invalid input for field/attribute os:scheduler_hints. The hints take at most "
+                              f"{MAX_HINTS_JSON} bytes as JSON.")
         for key in ("same_host", "different_host"):
             if key in hints:
                 hints = {**hints, key: list(_servers(hints[key]))}
@@ -213,8 +220,13 @@ class Servers:
             if stored is None or (not ctx.is_admin and stored.project_id != ctx.project_id):
                 raise bad_request(f"Invalid input for field/attribute group. Value: {group}. "
                                   f"Server group {group} could not be found.")
-        uuids = tuple(str(uuidlib.uuid4()) for _ in range(max_count))
         name = server["name"]
+        if max_count > 1 and len(name) + len(f"-{max_count}") > _NAME_MAX:
+            # each server is named "name-N", and a name column holds 255 characters
+            raise bad_request(f"Invalid input for field/attribute name. With max_count {max_count} the servers "
+                              f"are named {name[:20]}...-N, which must be at most {_NAME_MAX} characters: "
+                              f"the name may have {_NAME_MAX - len(f'-{max_count}')}.")
+        uuids = tuple(str(uuidlib.uuid4()) for _ in range(max_count))
         names = tuple(f"{name}-{i + 1}" if max_count > 1 else name for i in range(max_count))
         az, destination = _destination(self.deps, ctx, server)
         is_bfv = not image_ref

@@ -174,6 +174,12 @@ def cut_short(text: str) -> str:
     return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS] + "…"
 
 
+# A limit that failed, named (the validator's own message quotes the value
+# first, and a long value cut short hides the limit).
+_BRIEF_LIMITS = {"maxLength": "the value is longer than {} characters", "maxItems": "the list has more than {} items",
+                 "maxProperties": "the object has more than {} entries"}
+
+
 def validate(data: object, schema: dict, *, prefix: str = "JSON does not validate: ", brief: bool = False) -> None:
     """400 with the validator's whole message (what failed, the schema
     part and the instance), as upstream reports it; ``brief`` (Billeting's
@@ -188,7 +194,8 @@ def validate(data: object, schema: dict, *, prefix: str = "JSON does not validat
         return
     if not brief:
         raise HTTPProblem(400, f"{prefix}{error}")
-    message = cut_short(error.message)
+    message = cut_short(_BRIEF_LIMITS[error.validator].format(error.validator_value)
+                        if error.validator in _BRIEF_LIMITS else error.message)
     where = "/".join(str(part) for part in error.absolute_path)
     raise HTTPProblem(400, f"{prefix}{message}" + (f" (at /{where})" if where else ""))
 

@@ -3,6 +3,8 @@ validator so messages read the same). A body that passes is converted to
 the typed objects at once (msgspec), so no handler works on dicts."""
 from __future__ import annotations
 
+from billeting.scheduler.bounds import MAX_AMOUNT, MAX_VCPUS
+
 UUID = {"type": "string", "format": "uuid"}
 # No whitespace at either end: MariaDB compares "p" and "p " as equal, so such
 # names would be one object there and two elsewhere.
@@ -31,8 +33,8 @@ REQUEST_GROUP = {
     "type": "object",
     "properties": {
         "suffix": SUFFIX,
-        "resources": {"type": "object", "patternProperties": {"^[A-Z0-9_]{1,255}$": {"type": "integer",
-                                                                                      "minimum": 1}},
+        "resources": {"type": "object", "patternProperties": {"^[A-Z0-9_]{1,255}$": {
+            "type": "integer", "minimum": 1, "maximum": MAX_AMOUNT}},
                       "additionalProperties": False},
         # Each entry is one name, or an any-of list of names (["A", ["B", "C"]]: A and (B or C)).
         "required": _array({"oneOf": [TRAIT, _array(TRAIT, min_items=1)]}),
@@ -114,11 +116,11 @@ SELECTIONS = {
 FLAVOR = {
     "type": "object",
     "properties": {
-        "vcpus": {"type": "integer", "minimum": 1},
-        "memory_mb": {"type": "integer", "minimum": 1},
-        "root_gb": {"type": "integer", "minimum": 0},
-        "ephemeral_gb": {"type": "integer", "minimum": 0},
-        "swap": {"type": "integer", "minimum": 0},
+        "vcpus": {"type": "integer", "minimum": 1, "maximum": MAX_VCPUS},
+        "memory_mb": {"type": "integer", "minimum": 1, "maximum": MAX_AMOUNT},
+        "root_gb": {"type": "integer", "minimum": 0, "maximum": MAX_AMOUNT},
+        "ephemeral_gb": {"type": "integer", "minimum": 0, "maximum": MAX_AMOUNT},
+        "swap": {"type": "integer", "minimum": 0, "maximum": MAX_AMOUNT},
         "name": {"type": "string", "maxLength": 255},
         "extra_specs": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 255}},
     },

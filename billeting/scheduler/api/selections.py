@@ -18,6 +18,7 @@ from billeting.placement.api.errors import HTTPProblem
 from billeting.scheduler import nova
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, ctx, send
+from billeting.scheduler.bounds import MAX_AMOUNT, over_amount
 from billeting.scheduler.directory import CELL_LEVEL, Directory
 from billeting.scheduler.request import Destination, ScheduleRequest
 from billeting.scheduler.service.errors import UNKNOWN_LEVEL, BadRequest
@@ -139,6 +140,10 @@ def from_nova(data: dict, directory) -> tuple[ScheduleRequest, str | None]:
         ignore_hosts=data.get("ignore_hosts", ()), domain_constraints=constraints, near=near)
     if not any(g.resources for g in request.groups):
         raise HTTPProblem(400, "the flavor asks for no resources")
+    over = over_amount(request.groups)
+    if over is not None:  # an extra spec's amount, or root + ephemeral + swap disk
+        raise HTTPProblem(400, f"the flavor asks for {over[1]} {over[0]}: Placement holds at most {MAX_AMOUNT} "
+                               "of a resource class")
     if hints:
         request = msgspec.structs.replace(request, hints={k: tuple(v) for k, v in hints.items()})
     return request, group
