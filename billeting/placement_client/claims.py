@@ -15,11 +15,11 @@ from billeting.placement_client.client import PlacementClient
 from billeting.placement_client.model import AllocationRequest, AllocationWrite, WriteOutcome
 
 
-def claim(client: PlacementClient, consumer_uuid: str, request: AllocationRequest, *,
-          project_id: str, user_id: str, consumer_type: str | None = None,
-          version: str | None = None) -> WriteOutcome:
-    """Claim ``request`` for a consumer that must not hold anything yet."""
-    write = AllocationWrite(
+def claim_body(request: AllocationRequest, *, project_id: str, user_id: str,
+               consumer_type: str | None = None) -> AllocationWrite:
+    """The one body that claims ``request`` for a new consumer: ``PUT
+    /allocations/{consumer}`` alone, or one entry of ``POST /allocations``."""
+    return AllocationWrite(
         allocations=request.allocations,
         project_id=project_id,
         user_id=user_id,
@@ -27,6 +27,13 @@ def claim(client: PlacementClient, consumer_uuid: str, request: AllocationReques
         mappings=request.mappings or None,
         consumer_type=consumer_type,
     )
+
+
+def claim(client: PlacementClient, consumer_uuid: str, request: AllocationRequest, *,
+          project_id: str, user_id: str, consumer_type: str | None = None,
+          version: str | None = None) -> WriteOutcome:
+    """Claim ``request`` for a consumer that must not hold anything yet."""
+    write = claim_body(request, project_id=project_id, user_id=user_id, consumer_type=consumer_type)
     return client.put_allocations(consumer_uuid, write, version=version)
 
 

@@ -425,7 +425,7 @@ class Scheduler:
             offer = self._offer(query)
         except SchedulerError as exc:
             return [exc] * len(batch)
-        hosts, version = offer.hosts, offer.version
+        hosts = offer.hosts
         consumption = hosts[0].consumption if hosts else None
         outcomes: list[object] = [None] * len(batch)
         # (request's index in the batch, its pick, its ranking, the Decision it was ranked by)
@@ -433,11 +433,7 @@ class Scheduler:
         for members in _alike(batch):
             self._plan_alike(batch, members, offer, consumption, outcomes, planned)
         if planned:
-            writes = {won.instance: AllocationWrite(
-                allocations=won.request.allocations, project_id=batch[i].request.project_id,
-                user_id=batch[i].request.user_id, consumer_generation=None,
-                mappings=won.request.mappings or None, consumer_type=batch[i].request.consumer_type)
-                for i, won, _, _ in planned}
+            writes = {won.instance: _claim_body(won, batch[i].request) for i, won, _, _ in planned}
             try:
                 outcome = self.client.post_allocations(writes)
             except PlacementError as exc:
@@ -509,11 +505,7 @@ class Scheduler:
                                         asked.decision.exclusions))
 
     def _claim_batch(self, planned: list[_Claimed], request: ScheduleRequest, version: str) -> None:
-        writes = {c.instance: AllocationWrite(allocations=c.request.allocations, project_id=request.project_id,
-                                              user_id=request.user_id, consumer_generation=None,
-                                              mappings=c.request.mappings or None,
-                                              consumer_type=request.consumer_type)
-                  for c in planned}
+        writes = {c.instance: _claim_body(c, request) for c in planned}
         try:
             outcome = self.client.post_allocations(writes)
         except PlacementError as exc:
@@ -648,6 +640,13 @@ class Scheduler:
         return explain_mod.explain(instances=request.num_instances, hosts_total=len(hosts),
                                    hosts_offered=offered, query=qs, placement=shortfalls, steps=steps,
                                    claims_lost=lost, placed=placed)
+
+
+def _claim_body(picked: _Claimed | AllocationRequest, request: ScheduleRequest) -> AllocationWrite:
+    """The claim of a pick (or of a candidate) for ``request``'s owner."""
+    candidate = picked.request if isinstance(picked, _Claimed) else picked
+    return claims.claim_body(candidate, project_id=request.project_id, user_id=request.user_id,
+                             consumer_type=request.consumer_type)
 
 
 def _alike(batch: list[_Asked]) -> list[list[int]]:

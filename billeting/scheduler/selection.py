@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
+from billeting.placement_client import claims
 from billeting.placement_client.model import AllocationRequest, AllocationWrite
 
 
@@ -38,10 +39,8 @@ class Selection(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
         """The exact body of ``PUT /allocations/{consumer_uuid}`` that claims this Selection."""
         if self.allocation_request is None:
             raise ValueError("this Selection carries no allocation request")
-        return AllocationWrite(allocations=self.allocation_request.allocations, project_id=project_id,
-                               user_id=user_id, consumer_generation=None,
-                               mappings=self.allocation_request.mappings or None,
-                               consumer_type=consumer_type)
+        return claims.claim_body(self.allocation_request, project_id=project_id, user_id=user_id,
+                                 consumer_type=consumer_type)
 
 
 encode = msgspec.json.Encoder().encode
