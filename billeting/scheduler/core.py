@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -137,10 +138,34 @@ class _Asked:
 
 @dataclass(slots=True)
 class _Claimed:
+    """One instance's pick: its host and the candidate claimed (or to claim)."""
+
     instance: str
     host: HostState
     request: AllocationRequest
     weight: float
+
+
+@dataclass(slots=True)
+class _Turn:
+    """One instance's turn in the pick-and-claim loop."""
+
+    index: int
+    won: _Claimed | None        # None: no host of the ranking could take it
+    lost: int                   # claims lost to other schedulers on the way
+    ranked: RankedList          # the ranking it was picked from
+    steps: list[FilterStep]     # what removed hosts for it (for an explanation)
+    pool: list[HostState]       # the hosts that passed the once-per-request filters
+
+
+@dataclass(slots=True)
+class _Planned:
+    """A batched request's pick, waiting for the batch's one claim."""
+
+    index: int                  # the request's place in the batch
+    won: _Claimed
+    ranked: RankedList
+    decision: Decision
 
 
 class Scheduler:
@@ -357,25 +382,13 @@ class Scheduler:
         ran_out = False
         each = mode == _CLAIM_EACH
         try:
-            for index, instance in enumerate(request.instance_uuids):
-                decision.index = index
-                trace: list[FilterStep] = []
-                passed, ranked = self.pipeline.rank(hosts, decision, trace)
-                if index == 0:
-                    hosts = passed  # later instances re-check only per-instance filters
-                    steps = trace
-                else:
-                    # What removed hosts for this instance: the first one's
-                    # once-per-request filters, then its own per-instance ones.
-                    steps = [s for s in steps if s.once_per_request] + trace
-                won, lost_here = self._claim_down(ranked, instance, request, decision, dropped, each)
-                lost += lost_here
-                if won is None:
+            for turn in self._turns(hosts, decision, request.instance_uuids, lambda _: request, dropped, each):
+                lost += turn.lost
+                steps, ranked, hosts = turn.steps, turn.ranked, turn.pool
+                if turn.won is None:
                     ran_out = True
                     break
-                claimed.append(won)
-                won.host.consumption.add(won.request)
-                decision.placed(won.host)
+                claimed.append(turn.won)
         finally:
             if each and (ran_out or len(claimed) < request.num_instances):
                 self._rollback(claimed)
@@ -429,11 +442,11 @@ class Scheduler:
         consumption = hosts[0].consumption if hosts else None
         outcomes: list[object] = [None] * len(batch)
         # (request's index in the batch, its pick, its ranking, the Decision it was ranked by)
-        planned: list[tuple[int, _Claimed, RankedList, Decision]] = []
+        planned: list[_Planned] = []
         for members in _alike(batch):
             self._plan_alike(batch, members, offer, consumption, outcomes, planned)
         if planned:
-            writes = {won.instance: _claim_body(won, batch[i].request) for i, won, _, _ in planned}
+            writes = {p.won.instance: _claim_body(p.won, batch[p.index].request) for p in planned}
             try:
                 outcome = self.client.post_allocations(writes)
             except PlacementError as exc:
@@ -446,11 +459,11 @@ class Scheduler:
                                                           None))
                         for a in batch]
         # Alternates never name a host another request of the batch was given.
-        given = {won.host.uuid for _, won, _, _ in planned}
-        for i, won, ranked, decision in planned:
-            alternates = batch[i].alternates
-            outcomes[i] = self._selections([won], ranked if alternates else [], given - {won.host.uuid},
-                                           decision, alternates, None)
+        given = {p.won.host.uuid for p in planned}
+        for p in planned:
+            alternates = batch[p.index].alternates
+            outcomes[p.index] = self._selections([p.won], p.ranked if alternates else [],
+                                                 given - {p.won.host.uuid}, p.decision, alternates, None)
         # Those the sample was too small for, now that the batch's claims are in.
         for i, o in enumerate(outcomes):
             if o is _ALONE:
@@ -462,7 +475,7 @@ class Scheduler:
         return outcomes
 
     def _plan_alike(self, batch: list[_Asked], members: list[int], offer: _Offer,
-                    consumption, outcomes: list[object], planned: list) -> None:
+                    consumption, outcomes: list[object], planned: list[_Planned]) -> None:
         """Pick a host for each of ``members`` (indexes into ``batch`` of
         requests alike but for their instance), claiming nothing yet.
 
@@ -479,26 +492,44 @@ class Scheduler:
             decision.request = msgspec.structs.replace(
                 first.request, instance_uuids=tuple(batch[i].request.instance_uuids[0] for i in members))
         decision.version, decision.consumption = version, consumption
+        instances = [batch[i].request.instance_uuids[0] for i in members]
+        for turn in self._turns(hosts, decision, instances, lambda k: batch[members[k]].request, set(), False):
+            i = members[turn.index]
+            if turn.won is None:
+                outcomes[i] = _ALONE if offer.truncated else _outcome(
+                    lambda: self._no_valid_host(batch[i], len(hosts), turn.steps))
+                continue
+            planned.append(_Planned(i, turn.won, turn.ranked, decision))
+
+    def _turns(self, hosts: list[HostState], decision: Decision, instances, request_of, dropped: set[str],
+               claim: bool) -> Iterator[_Turn]:
+        """The pick-and-claim loop, one turn per instance: rank the hosts on
+        the decision's in-memory view, claim down the ranking (or only pick,
+        when ``claim`` is false), consume the pick in memory so the next
+        turn sees it. ``request_of(k)``: the request the k-th instance
+        belongs to (one for a request's instances, one each in a batch).
+
+        Cost per turn: the per-instance filters and the weighers over the
+        hosts the first turn's once-per-request filters kept, plus one claim
+        per host tried."""
         pool = hosts
         once: list[FilterStep] = []
-        for index, i in enumerate(members):
-            a = batch[i]
+        for index, instance in enumerate(instances):
             decision.index = index
             trace: list[FilterStep] = []
             passed, ranked = self.pipeline.rank(pool, decision, trace)
             if index == 0:
-                pool, steps = passed, trace  # later requests re-check only per-instance filters
+                pool, steps = passed, trace  # later instances re-check only per-instance filters
                 once = [s for s in trace if s.once_per_request]
             else:
+                # What removed hosts for this instance: the first one's
+                # once-per-request filters, then its own per-instance ones.
                 steps = once + trace
-            won, _ = self._claim_down(ranked, a.request.instance_uuids[0], a.request, decision, set(), False)
-            if won is None:
-                outcomes[i] = _ALONE if offer.truncated else _outcome(
-                    lambda: self._no_valid_host(a, len(hosts), steps))
-                continue
-            consumption.add(won.request)
-            decision.placed(won.host)
-            planned.append((i, won, ranked, decision))
+            won, lost = self._claim_down(ranked, instance, request_of(index), decision, dropped, claim)
+            if won is not None:
+                won.host.consumption.add(won.request)
+                decision.placed(won.host)
+            yield _Turn(index, won, lost, ranked, steps, pool)
 
     def _no_valid_host(self, asked: _Asked, offered: int, steps: list[FilterStep]):
         raise NoValidHost(self._explain(asked.request, asked.query, asked.qs, offered, steps, 0, 0,
