@@ -1,8 +1,8 @@
 """Run as ``python -m tests.schedsvc.first_requests DB_URL WORKERS``: fork
-WORKERS scheduler workers the way ``billeting scheduler serve`` does (the
-parent imports the entry point, each child calls ``load_app`` after the
-fork), and in each send 8 barrier-synchronised first requests from 8
-threads, through the WSGI app, of every body shape the API converts.
+WORKERS scheduler workers the way ``billeting scheduler serve`` does (each
+child calls ``load_app`` after the fork); in each, 8 threads send every body
+shape the API converts (typed and Nova-form selections, a host report)
+through the WSGI app, all 8 at once for each shape (a barrier per shape).
 Prints ``crashed=N failed=M``: children killed by a signal, and children
 that got a 5xx. (Issue 28: the first conversion of a msgspec type, done by
 two threads at once, crashed the worker with SIGSEGV.)"""
