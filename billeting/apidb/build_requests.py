@@ -7,14 +7,15 @@ from collections.abc import Iterable
 import msgspec
 from sqlalchemy import Connection, Engine, delete, insert, select
 
+from billeting import typeinfo
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
 from billeting.placement.store.tx import run_read, run_write
 from billeting.scheduler.nova import Flavor, Image
 
 _enc = msgspec.json.Encoder().encode
-_dec_flavor = msgspec.json.Decoder(Flavor).decode
-_dec_image = msgspec.json.Decoder(Image).decode
+_dec_flavor = typeinfo.decoder(Flavor).decode
+_dec_image = typeinfo.decoder(Image).decode
 
 
 class BuildRequest(msgspec.Struct, frozen=True, kw_only=True):

@@ -21,6 +21,7 @@ import msgspec
 from sqlalchemy import Connection, Engine, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from billeting import typeinfo
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
 from billeting.placement.store.tx import Retry, run_read
@@ -49,6 +50,9 @@ class ReportFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     stats: dict[str, str] | None = None
 
 
+to_report_fields = typeinfo.converter(ReportFields)
+
+
 class StoredReport(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     fields: ReportFields
@@ -72,7 +76,7 @@ class StoredReport(msgspec.Struct, frozen=True, kw_only=True):
 def _stored(row) -> StoredReport:
     values = {k: getattr(row, k) for k in FIELDS}
     values.update(json_facts(row))
-    return StoredReport(name=row.name, fields=msgspec.convert(values, ReportFields),
+    return StoredReport(name=row.name, fields=to_report_fields(values),
                         last_heartbeat=row.last_heartbeat, updated_at=row.updated_at)
 
 

@@ -7,13 +7,14 @@ from __future__ import annotations
 import msgspec
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from billeting import typeinfo
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
 from billeting.placement.store.tx import run_read, run_write
 from billeting.scheduler.nova import Image
 
 _enc = msgspec.json.Encoder().encode
-_dec = msgspec.json.Decoder(dict[str, str]).decode
+_dec = typeinfo.decoder(dict[str, str]).decode
 
 
 class CatalogImage(msgspec.Struct, frozen=True, kw_only=True):

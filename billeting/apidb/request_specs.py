@@ -4,13 +4,14 @@ from __future__ import annotations
 import msgspec
 from sqlalchemy import Connection, Engine, insert, select, update
 
+from billeting import typeinfo
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
 from billeting.conductor.move_protocols import StoredRequestSpec
 from billeting.placement.store.tx import run_read, run_write
 
 _enc = msgspec.json.Encoder().encode
-_dec = msgspec.json.Decoder(StoredRequestSpec).decode
+_dec = typeinfo.decoder(StoredRequestSpec).decode
 
 
 def add(conn: Connection, spec: StoredRequestSpec) -> None:

@@ -43,6 +43,7 @@ import msgspec
 from sqlalchemy import Connection, Engine, case, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from billeting import typeinfo
 from billeting.cells import tables as t
 from billeting.cells.messages import BuildInstance, HostNode, InstanceSpec, RequestSummary
 from billeting.placement.store.tx import run_read, run_write
@@ -122,12 +123,12 @@ class InstanceExists(Exception):
 
 
 _enc = msgspec.json.Encoder().encode
-_dec_flavor = msgspec.json.Decoder(Flavor).decode
-_dec_image = msgspec.json.Decoder(Image).decode
-_dec_request = msgspec.json.Decoder(RequestSummary).decode
-_dec_selection = msgspec.json.Decoder(Selection).decode
-_dec_selections = msgspec.json.Decoder(tuple[Selection, ...]).decode
-_dec_hosts = msgspec.json.Decoder(tuple[HostNode, ...]).decode
+_dec_flavor = typeinfo.decoder(Flavor).decode
+_dec_image = typeinfo.decoder(Image).decode
+_dec_request = typeinfo.decoder(RequestSummary).decode
+_dec_selection = typeinfo.decoder(Selection).decode
+_dec_selections = typeinfo.decoder(tuple[Selection, ...]).decode
+_dec_hosts = typeinfo.decoder(tuple[HostNode, ...]).decode
 
 
 def utcnow() -> datetime:

@@ -20,6 +20,7 @@ from datetime import datetime
 
 import msgspec
 
+from billeting import typeinfo
 from billeting.scheduler.nova import Flavor, Image
 from billeting.scheduler.selection import Selection
 
@@ -109,8 +110,8 @@ def cast_handler(handle):
 
 
 encode = msgspec.json.Encoder().encode
-decode_build = msgspec.json.Decoder(BuildInstance).decode
-decode_reschedule = msgspec.json.Decoder(RescheduleBuild).decode
-decode_terminate = msgspec.json.Decoder(TerminateInstance).decode
-decode_delete = msgspec.json.Decoder(DeleteInstance).decode
-decode_refresh = msgspec.json.Decoder(RefreshService).decode
+decode_build = typeinfo.decoder(BuildInstance).decode
+decode_reschedule = typeinfo.decoder(RescheduleBuild).decode
+decode_terminate = typeinfo.decoder(TerminateInstance).decode
+decode_delete = typeinfo.decoder(DeleteInstance).decode
+decode_refresh = typeinfo.decoder(RefreshService).decode

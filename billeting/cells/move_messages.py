@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import msgspec
 
+from billeting import typeinfo
 from billeting.scheduler.nova import Flavor
 from billeting.scheduler.selection import Selection
 
@@ -56,11 +57,11 @@ class RestoreGuest(msgspec.Struct, frozen=True):
 
 
 encode = msgspec.json.Encoder().encode
-decode_resize = msgspec.json.Decoder(ResizeInstance).decode
-decode_live = msgspec.json.Decoder(LiveMigrate).decode
-decode_rebuild = msgspec.json.Decoder(RebuildInstance).decode
-decode_drop = msgspec.json.Decoder(DropGuest).decode
-decode_restore = msgspec.json.Decoder(RestoreGuest).decode
+decode_resize = typeinfo.decoder(ResizeInstance).decode
+decode_live = typeinfo.decoder(LiveMigrate).decode
+decode_rebuild = typeinfo.decoder(RebuildInstance).decode
+decode_drop = typeinfo.decoder(DropGuest).decode
+decode_restore = typeinfo.decoder(RestoreGuest).decode
 
 
 class ComputeMovesAPI:

@@ -19,6 +19,7 @@ import msgspec
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from billeting import typeinfo
 from billeting.cells import tables as t
 from billeting.cells.instances import utcnow
 from billeting.placement.store.tx import run_read, run_write
@@ -27,7 +28,7 @@ from billeting.scheduler.nova import Flavor
 MigrationType = Literal["migration", "resize", "live-migration", "evacuation"]
 
 _enc = msgspec.json.Encoder().encode
-_dec_flavor = msgspec.json.Decoder(Flavor).decode
+_dec_flavor = typeinfo.decoder(Flavor).decode
 
 
 class MigrationRecord(msgspec.Struct, frozen=True, kw_only=True):

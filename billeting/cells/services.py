@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from sqlalchemy import Connection, Engine, delete, insert, select, update
 
+from billeting import typeinfo
 from billeting.cells import tables as t
 from billeting.cells.instances import utcnow
 from billeting.placement.store.tx import run_read, run_write
@@ -115,6 +116,9 @@ class NodeCapabilities(msgspec.Struct, frozen=True, kw_only=True):
     stats: dict[str, str] = {}
 
 
+_to_capabilities = typeinfo.converter(NodeCapabilities)
+
+
 class NodeUsage(msgspec.Struct, frozen=True, kw_only=True):
     """What the resource tracker saves for one node on each periodic run."""
 
@@ -151,7 +155,7 @@ class ComputeNodeRecord(msgspec.Struct, frozen=True, kw_only=True):
 def node_capabilities(row) -> NodeCapabilities:
     """The capabilities a compute node row holds (columns left NULL: not reported)."""
     found = {"hypervisor_version": row.hypervisor_version, **json_facts(row)}
-    return msgspec.convert({k: v for k, v in found.items() if v is not None}, NodeCapabilities)
+    return _to_capabilities({k: v for k, v in found.items() if v is not None})
 
 
 def _node(row) -> ComputeNodeRecord:

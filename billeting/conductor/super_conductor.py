@@ -23,6 +23,7 @@ from typing import Protocol
 import msgspec
 from sqlalchemy import Engine
 
+from billeting import typeinfo
 from billeting.apidb import build_requests, instance_actions, instance_mappings
 from billeting.apidb.build_requests import BuildRequest
 from billeting.apidb.cell_directory import CellCatalog
@@ -228,7 +229,7 @@ class SuperConductor:
 # --- the API bus -------------------------------------------------------------------------
 
 _encode = msgspec.json.Encoder().encode
-_decode_plan = msgspec.json.Decoder(BuildPlan).decode
+_decode_plan = typeinfo.decoder(BuildPlan).decode
 
 
 class SuperConductorAPI:

@@ -35,6 +35,8 @@ import kombu
 import msgspec
 from kombu import Exchange, Queue
 
+from billeting import typeinfo
+
 LOG = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/x-billeting-envelope"
@@ -63,7 +65,7 @@ def redelivered() -> bool:
 
 
 _encode = msgspec.json.Encoder().encode
-_decode_envelope = msgspec.json.Decoder(Envelope).decode
+_decode_envelope = typeinfo.decoder(Envelope).decode
 
 
 class BusUnavailable(Exception):

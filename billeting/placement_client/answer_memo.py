@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import msgspec
 
+from billeting import typeinfo
 from billeting.placement_client.model import AllocationRequest, Candidates, ProviderSummary
 
 # Entries kept before a memo is emptied: about 1.2 KB per entry (the bytes
@@ -33,9 +34,9 @@ class _SplitCandidates(msgspec.Struct, frozen=True, gc=False):
     provider_summaries: dict[str, msgspec.Raw]
 
 
-_split = msgspec.json.Decoder(_SplitCandidates).decode
-_decode_request = msgspec.json.Decoder(AllocationRequest).decode
-_decode_summary = msgspec.json.Decoder(ProviderSummary).decode
+_split = typeinfo.decoder(_SplitCandidates).decode
+_decode_request = typeinfo.decoder(AllocationRequest).decode
+_decode_summary = typeinfo.decoder(ProviderSummary).decode
 
 
 class CandidatesDecoder:

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 
 import msgspec
 
+from billeting import typeinfo
 from billeting.placement_client import query as query_mod
 from billeting.placement_client.answer_memo import CandidatesDecoder
 from billeting.placement_client.model import (
@@ -86,17 +87,17 @@ class _ProviderList(msgspec.Struct):
     resource_providers: list[ProviderRecord]
 
 
-_decode_allocations = msgspec.json.Decoder(ConsumerAllocations).decode
-_decode_providers = msgspec.json.Decoder(_ProviderList).decode
-_decode_aggregates = msgspec.json.Decoder(ProviderAggregates).decode
-_decode_traits = msgspec.json.Decoder(ProviderTraits).decode
-_decode_inventories = msgspec.json.Decoder(ProviderInventories).decode
-_decode_provider_allocations = msgspec.json.Decoder(ProviderAllocations).decode
-_decode_provider = msgspec.json.Decoder(ProviderRecord).decode
-_decode_errors = msgspec.json.Decoder(_Errors).decode
-_decode_usages = msgspec.json.Decoder(_Usages).decode
-_decode_generation = msgspec.json.Decoder(_Generation).decode
-_decode_root = msgspec.json.Decoder(_Root).decode
+_decode_allocations = typeinfo.decoder(ConsumerAllocations).decode
+_decode_providers = typeinfo.decoder(_ProviderList).decode
+_decode_aggregates = typeinfo.decoder(ProviderAggregates).decode
+_decode_traits = typeinfo.decoder(ProviderTraits).decode
+_decode_inventories = typeinfo.decoder(ProviderInventories).decode
+_decode_provider_allocations = typeinfo.decoder(ProviderAllocations).decode
+_decode_provider = typeinfo.decoder(ProviderRecord).decode
+_decode_errors = typeinfo.decoder(_Errors).decode
+_decode_usages = typeinfo.decoder(_Usages).decode
+_decode_generation = typeinfo.decoder(_Generation).decode
+_decode_root = typeinfo.decoder(_Root).decode
 _encode = msgspec.json.Encoder().encode
 
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 import threading
 from operator import attrgetter, itemgetter
 
-import msgspec
 import orjson
 
+from billeting import typeinfo
 from billeting.placement import candidates as engine
 from billeting.placement_client.model import (
     AllocationRequest,
@@ -34,8 +34,8 @@ from billeting.placement_client.model import (
     ProviderSummary,
 )
 
-_decode_resources = msgspec.json.Decoder(dict[str, Capacity]).decode
-_decode_traits = msgspec.json.Decoder(tuple[str, ...]).decode
+_decode_resources = typeinfo.decoder(dict[str, Capacity]).decode
+_decode_traits = typeinfo.decoder(tuple[str, ...]).decode
 # Entries kept before a memo is emptied: about 1.2 KB per host for its
 # summary and its request of one flavor, so at most about 25 MB in all.
 _MAX_SUMMARIES = 20_000

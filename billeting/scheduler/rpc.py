@@ -18,6 +18,7 @@ import logging
 
 import msgspec
 
+from billeting import typeinfo
 from billeting.messaging.bus import Bus, HandlerError, RemoteError, Server
 from billeting.placement_client.client import PlacementError
 from billeting.scheduler.core import (
@@ -59,12 +60,12 @@ class ErrorInfo(msgspec.Struct, frozen=True):
 
 
 _encode = msgspec.json.Encoder().encode
-_decode_select = msgspec.json.Decoder(SelectDestinations).decode
-_decode_dry_run = msgspec.json.Decoder(DryRun).decode
-_decode_selections = msgspec.json.Decoder(list[list[Selection]]).decode
-_decode_ranked = msgspec.json.Decoder(list[RankedHost]).decode
-_decode_explanation = msgspec.json.Decoder(Explanation).decode
-_decode_error = msgspec.json.Decoder(ErrorInfo).decode
+_decode_select = typeinfo.decoder(SelectDestinations).decode
+_decode_dry_run = typeinfo.decoder(DryRun).decode
+_decode_selections = typeinfo.decoder(list[list[Selection]]).decode
+_decode_ranked = typeinfo.decoder(list[RankedHost]).decode
+_decode_explanation = typeinfo.decoder(Explanation).decode
+_decode_error = typeinfo.decoder(ErrorInfo).decode
 
 
 def _typed_failure(work):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import msgspec
 
+from billeting import typeinfo
 from billeting.placement_client import claims
 from billeting.placement_client.model import AllocationRequest, AllocationWrite
 
@@ -44,4 +45,4 @@ class Selection(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 encode = msgspec.json.Encoder().encode
-decode_lists = msgspec.json.Decoder(list[list[Selection]]).decode
+decode_lists = typeinfo.decoder(list[list[Selection]]).decode

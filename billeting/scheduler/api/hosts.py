@@ -3,9 +3,7 @@
 that the host is alive now."""
 from __future__ import annotations
 
-import msgspec
-
-from billeting.apidb.host_reports import ReportFields
+from billeting.apidb.host_reports import to_report_fields
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, send, send_empty
 from billeting.scheduler.service import hosts
@@ -30,7 +28,7 @@ class Host(Resource):
         authorize(req, "scheduler:hosts:update")
         data = body(req, schemas.HOST_REPORT)
         heartbeat = data.pop("heartbeat", False)
-        view, created = hosts.put(self.service, name, msgspec.convert(data, ReportFields), heartbeat=heartbeat)
+        view, created = hosts.put(self.service, name, to_report_fields(data), heartbeat=heartbeat)
         send(resp, view, status=201 if created else 200)
 
     def on_delete(self, req, resp, name: str) -> None:

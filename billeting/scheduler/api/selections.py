@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import msgspec
 
+from billeting import typeinfo
 from billeting.placement.api import util
 from billeting.placement.api.errors import HTTPProblem
 from billeting.scheduler import nova
@@ -95,9 +96,15 @@ def check_domains(request: ScheduleRequest, directory: Directory) -> None:
         raise BadRequest(f"near: no {near.level} named {near.domain!r}")
 
 
-def _convert(data: dict, kind):
+_to_request = typeinfo.converter(ScheduleRequest)
+_to_flavor = typeinfo.converter(nova.Flavor)
+_to_image = typeinfo.converter(nova.Image)
+_to_destination = typeinfo.converter(Destination)
+
+
+def _convert(data: dict, to):
     try:
-        return msgspec.convert(data, kind)
+        return to(data)
     except msgspec.ValidationError as exc:
         raise HTTPProblem(400, f"JSON does not validate: {util.cut_short(str(exc))}") from None
 
@@ -118,7 +125,7 @@ def from_typed(data: dict) -> tuple[ScheduleRequest, str | None]:
     else:
         group = None
     data = {**data, "groups": [_any_of_lists(g) for g in data["groups"]]}
-    return _convert(data, ScheduleRequest), group
+    return _convert(data, _to_request), group
 
 
 def from_nova(data: dict, directory) -> tuple[ScheduleRequest, str | None]:
@@ -130,9 +137,9 @@ def from_nova(data: dict, directory) -> tuple[ScheduleRequest, str | None]:
         constraints, near = nova.domain_hints(hints, directory)
     except nova.BadHint as exc:
         raise HTTPProblem(400, f"scheduler_hints: {exc}") from None
-    flavor = _convert(data["flavor"], nova.Flavor)
-    image = _convert(data["image"], nova.Image) if "image" in data else None
-    destination = _convert(data["destination"], Destination) if "destination" in data else None
+    flavor = _convert(data["flavor"], _to_flavor)
+    image = _convert(data["image"], _to_image) if "image" in data else None
+    destination = _convert(data["destination"], _to_destination) if "destination" in data else None
     request = nova.request_from_nova(
         flavor, image, instance_uuids=data["instance_uuids"], project_id=data["project_id"],
         user_id=data["user_id"], is_bfv=data.get("is_bfv", False), availability_zone=data.get("availability_zone"),
