@@ -22,8 +22,7 @@ from billeting.placement_client.model import CandidateQuery
 from billeting.scheduler.decision import Exclusion
 from billeting.scheduler.nova_features import IMAGE_TYPE_PREFIX, disk_format_of
 from billeting.scheduler.pipeline import FilterStep
-
-DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
+from billeting.scheduler.prefilters import DISABLED_TRAIT
 
 
 class Shortfall(msgspec.Struct, frozen=True):

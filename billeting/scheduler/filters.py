@@ -23,9 +23,9 @@ from typing import ClassVar
 from billeting.scheduler.decision import Decision
 from billeting.scheduler.hoststate import HostState
 from billeting.scheduler.request import HOST_SCOPE
+from billeting.scheduler.prefilters import DISABLED_TRAIT
 
 REGISTRY: dict[str, type["Filter"]] = {}
-DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
 
 
 class Filter:
