@@ -38,9 +38,11 @@ class ServerGroups:
     def on_get(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
         ctx.authorize("os_compute_api:os-server-groups:index")
-        # (as in Nova, all_projects is ignored for whom the policy does not allow it)
-        all_projects = req.params.get("all_projects", "").lower() in ("true", "1", "yes") and ctx.can(
-            "os_compute_api:os-server-groups:index:all_projects")
+        # As in Nova, a non-admin's all_projects is ignored (their own groups
+        # are listed); an admin's is up to the policy.
+        all_projects = ctx.is_admin and req.params.get("all_projects", "").lower() in ("true", "1", "yes")
+        if all_projects:
+            ctx.authorize("os_compute_api:os-server-groups:index:all_projects")
         found = run_read(self.deps.api_engine, lambda conn: store.list_groups(
             conn, project_id=None if all_projects else ctx.project_id))
         offset, limit = paging.count_of(req.params, "offset"), paging.limit_of(req.params)
