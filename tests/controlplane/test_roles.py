@@ -99,7 +99,7 @@ def routes(w: World):
     of the project's own things, that another project does not find (404);
     ``found``: an allowed caller finds what the path names (no 404).
     ``path`` and ``body`` may be made afresh for each caller."""
-    s, srv = w.server, f"/v2.1/servers/{w.server}"
+    srv = f"/v2.1/servers/{w.server}"
     server = {"name": "x", "flavorRef": "1", "imageRef": "cirros", "networks": "none"}
     return [
         ("os_compute_api:servers:index", "read", False, "GET", "/v2.1/servers", None, True),

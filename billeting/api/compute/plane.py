@@ -55,10 +55,10 @@ class ControlPlane:
                  scheduler_settings: SchedulerSettings | None = None, build_attempts: int = sc.DEFAULT_BUILD_ATTEMPTS,
                  api_bus: Bus | None = None, service_down_time_s: float = DEFAULT_DOWN_TIME_S,
                  catalog_refresh_s: float | None = None, conductor_threads: int = 4,
-                 serve_conductor: bool = True, policy_file: str | None = None, legacy_policy: bool = False) -> None:
+                 serve_conductor: bool = True, policy_file: str | None = None) -> None:
         """``policy_file``: an oslo.policy file overriding the compute API's
         rules (raises ``PolicyFileError`` when it cannot be read or parsed)."""
-        enforcer = compute_policy.enforcer(policy_file=policy_file, legacy=legacy_policy)
+        enforcer = compute_policy.enforcer(policy_file=policy_file)
         settings = scheduler_settings or SchedulerSettings()
         if catalog_refresh_s is not None:
             settings = dataclasses.replace(settings, catalog_refresh_s=catalog_refresh_s)

@@ -3,8 +3,6 @@
 Project-scoped personas: a ``reader`` of the project reads, a ``member``
 acts, an ``admin`` administers (anywhere). An operator policy file
 (``billeting compute-api serve --policy-file``) overrides any rule by name.
-With ``legacy`` each project rule also accepts what Nova's pre-RBAC
-``admin_or_owner`` did (any role in the project).
 """
 from __future__ import annotations
 
@@ -21,14 +19,13 @@ READER = "rule:project_reader_or_admin"
 MEMBER = "rule:project_member_or_admin"
 ANYONE = "@"
 
-_LEGACY_OWNER = "is_admin:True or project_id:%(project_id)s"
 BASE_RULES = [
-    ("context_is_admin", "role:admin", None),
-    ("admin_api", "role:admin", None),
-    ("project_member_api", "role:member and project_id:%(project_id)s", _LEGACY_OWNER),
-    ("project_reader_api", "role:reader and project_id:%(project_id)s", _LEGACY_OWNER),
-    ("project_member_or_admin", "rule:project_member_api or rule:context_is_admin", None),
-    ("project_reader_or_admin", "rule:project_reader_api or rule:context_is_admin", None),
+    ("context_is_admin", "role:admin"),
+    ("admin_api", "role:admin"),
+    ("project_member_api", "role:member and project_id:%(project_id)s"),
+    ("project_reader_api", "role:reader and project_id:%(project_id)s"),
+    ("project_member_or_admin", "rule:project_member_api or rule:context_is_admin"),
+    ("project_reader_or_admin", "rule:project_reader_api or rule:context_is_admin"),
 ]
 
 _SRV = "/servers/{server_id}"
@@ -99,12 +96,8 @@ RULES = [
 
 def defaults() -> list[oslo_policy.RuleDefault]:
     rules: list[oslo_policy.RuleDefault] = []
-    for name, check, legacy in BASE_RULES:
-        deprecated = None if legacy is None else oslo_policy.DeprecatedRule(
-            name=name, check_str=legacy, deprecated_reason="Nova moved to project reader and member roles.",
-            deprecated_since="1.0")
-        rules.append(oslo_policy.RuleDefault(name, check, description=f"Base rule {name}.",
-                                             deprecated_rule=deprecated))
+    for name, check in BASE_RULES:
+        rules.append(oslo_policy.RuleDefault(name, check, description=f"Base rule {name}."))
     for name, check, method, path in RULES:
         rules.append(oslo_policy.DocumentedRuleDefault(
             name, check, description=f"{method} {path}", operations=[{"method": method, "path": path}],
@@ -112,6 +105,6 @@ def defaults() -> list[oslo_policy.RuleDefault]:
     return rules
 
 
-def enforcer(*, policy_file: str | None = None, legacy: bool = False) -> RuleEnforcer:
+def enforcer(*, policy_file: str | None = None) -> RuleEnforcer:
     """Raises ``PolicyFileError`` when the file cannot be read or parsed."""
-    return RuleEnforcer(defaults, policy_file=policy_file, legacy=legacy, log=LOG)
+    return RuleEnforcer(defaults, policy_file=policy_file, log=LOG)
