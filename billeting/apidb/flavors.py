@@ -4,7 +4,7 @@ from __future__ import annotations
 import datetime as dt
 
 import msgspec
-from sqlalchemy import Connection, Engine, delete, insert, or_, select
+from sqlalchemy import Connection, Engine, delete, exists, insert, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from billeting.apidb import tables as t
@@ -96,11 +96,35 @@ def get(engine: Engine, flavorid: str) -> StoredFlavor | None:
     return run_read(engine, work)
 
 
-def listing(engine: Engine, *, include_private: bool = True) -> list[StoredFlavor]:
+def _open_to(project_id: str):
+    """The flavor is public, or private and open to the project."""
+    fp = t.flavor_projects.c
+    return or_(t.flavors.c.is_public.is_(True),
+               exists().where(fp.flavor_id == t.flavors.c.id, fp.project_id == project_id))
+
+
+def get_for(engine: Engine, flavorid: str, project_id: str | None) -> StoredFlavor | None:
+    """The flavor if the project may see it (``project_id`` None: anyone may,
+    as for an admin); else None, as if it did not exist."""
+    def work(conn: Connection):
+        query = select(t.flavors).where(t.flavors.c.flavorid == flavorid)
+        if project_id is not None:
+            query = query.where(_open_to(project_id))
+        row = conn.execute(query).first()
+        return None if row is None else _flavor(row, _specs(conn, [row.id]).get(row.id, {}))
+    return run_read(engine, work)
+
+
+def listing(engine: Engine, *, is_public: bool | None = None, project_id: str | None = None) -> list[StoredFlavor]:
+    """Nova's flavor filter: ``is_public`` None lists every flavor, False the
+    private ones; True the public ones and, with ``project_id``, the private
+    ones open to that project."""
     def work(conn: Connection):
         query = select(t.flavors).where(t.flavors.c.disabled.is_(False)).order_by(t.flavors.c.flavorid)
-        if not include_private:
-            query = query.where(or_(t.flavors.c.is_public.is_(True)))
+        if is_public is True:
+            query = query.where(_open_to(project_id) if project_id is not None else t.flavors.c.is_public.is_(True))
+        elif is_public is False:
+            query = query.where(t.flavors.c.is_public.is_(False))
         rows = conn.execute(query).all()
         specs = _specs(conn, [r.id for r in rows])
         return [_flavor(r, specs.get(r.id, {})) for r in rows]
@@ -113,6 +137,7 @@ def delete_flavor(engine: Engine, flavorid: str) -> bool:
         if row is None:
             return False
         conn.execute(delete(t.flavor_extra_specs).where(t.flavor_extra_specs.c.flavor_id == row.id))
+        conn.execute(delete(t.flavor_projects).where(t.flavor_projects.c.flavor_id == row.id))
         conn.execute(delete(t.flavors).where(t.flavors.c.id == row.id))
         return True
     return run_write(engine, work)
@@ -146,3 +171,40 @@ def delete_extra_spec(engine: Engine, flavorid: str, key: str) -> bool | None:
         c = t.flavor_extra_specs.c
         return conn.execute(delete(t.flavor_extra_specs).where(c.flavor_id == row.id, c.key == key)).rowcount > 0
     return run_write(engine, work)
+
+
+# --- access to private flavors (os-flavor-access) ----------------------------
+
+class AccessExists(Exception):
+    pass
+
+
+def access_list(engine: Engine, flavorid: str) -> list[str] | None:
+    """The projects a flavor is open to, sorted; None when no such flavor."""
+    def work(conn: Connection):
+        row = conn.execute(select(t.flavors.c.id).where(t.flavors.c.flavorid == flavorid)).first()
+        if row is None:
+            return None
+        c = t.flavor_projects.c
+        return list(conn.execute(select(c.project_id).where(c.flavor_id == row.id).order_by(c.project_id)).scalars())
+    return run_read(engine, work)
+
+
+def add_access(engine: Engine, flavor_row_id: int, project_id: str) -> None:
+    """Raises AccessExists when the project has it already."""
+    now = utcnow()
+
+    def work(conn: Connection) -> None:
+        conn.execute(insert(t.flavor_projects).values(flavor_id=flavor_row_id, project_id=project_id,
+                                                      created_at=now, updated_at=now))
+    try:
+        run_write(engine, work)
+    except IntegrityError:
+        raise AccessExists(project_id) from None
+
+
+def remove_access(engine: Engine, flavor_row_id: int, project_id: str) -> bool:
+    """False when the project had no access."""
+    c = t.flavor_projects.c
+    return run_write(engine, lambda conn: conn.execute(
+        delete(t.flavor_projects).where(c.flavor_id == flavor_row_id, c.project_id == project_id)).rowcount > 0)

@@ -193,6 +193,18 @@ flavor_extra_specs = Table(
     **MYSQL,
 )
 
+# The projects a private flavor is open to (os-flavor-access).
+flavor_projects = Table(
+    "flavor_projects",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("flavor_id", Integer, ForeignKey("flavors.id", ondelete="CASCADE"), nullable=False),
+    Column("project_id", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("flavor_id", "project_id"),
+    **MYSQL,
+)
+
 # Cells: cell0 (database only) and every cell with a bus.
 cell_mappings = Table(
     "cell_mappings",
@@ -298,6 +310,6 @@ instance_actions = Table(
 
 # Rows users create, children first (for tests that wipe the database).
 USER_DATA_TABLES = (instance_actions, images, request_specs, build_requests, instance_mappings, host_mappings,
-                    cell_mappings, flavor_extra_specs, flavors,
+                    cell_mappings, flavor_projects, flavor_extra_specs, flavors,
                     server_group_members, server_groups, host_reports, topology_domains,
                     aggregate_hosts, aggregate_metadata, aggregates)

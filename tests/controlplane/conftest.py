@@ -50,7 +50,7 @@ def api_engine(api_db_url):
 
 class Plane:
     def __init__(self, deployment: Deployment, api_engine, *, cells=("cell1",), computes=2,  # noqa: F811 - the fixture imported above
-                 build_attempts: int = 3, scheduler_settings=None) -> None:
+                 build_attempts: int = 3, scheduler_settings=None, policy_file: str | None = None) -> None:
         self.d = deployment
         for name in ("cell0", *cells):
             wiring = deployment.cell(name)
@@ -64,7 +64,7 @@ class Plane:
         self.cells = CellCatalog(api_engine, handles, deployment.cells["cell0"].engine)
         self.plane = ControlPlane(api_engine=api_engine, cells=self.cells, placement=deployment.placement,
                                   build_attempts=build_attempts, catalog_refresh_s=0.0,
-                                  scheduler_settings=scheduler_settings)
+                                  scheduler_settings=scheduler_settings, policy_file=policy_file)
         images.put(api_engine, "cirros", name="cirros")
         self.api_engine = api_engine
         self.client = falcon.testing.TestClient(self.plane.app())

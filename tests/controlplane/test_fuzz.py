@@ -113,6 +113,7 @@ DOCUMENT = {
         "/v2.1/flavors": {"post": _op(schemas.FLAVOR_CREATE)},
         "/v2.1/flavors/detail": {"get": _op(parameters=_query("minRam", "minDisk", "limit", "marker",
                                                               "is_public"))},
+        "/v2.1/flavors/{flavor_id}/action": {"post": _op(schemas.FLAVOR_ACTION, _path("flavor_id"))},
         "/v2.1/flavors/{flavor_id}/os-extra_specs": {"post": _op(schemas.EXTRA_SPECS, _path("flavor_id"))},
         "/v2.1/flavors/{flavor_id}/os-extra_specs/{key}": {"put": _op(schemas.EXTRA_SPEC_ONE,
                                                                       _path("flavor_id", "key"))},

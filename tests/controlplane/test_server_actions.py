@@ -186,7 +186,9 @@ def test_resize_errors_are_novas(moves):
         (m.act(uuid, {"resize": {"flavorRef": "3"}}), 400, "No valid host was found"),
         (m.act(uuid, {"confirmResize": None}), 409, "vm_state active"),
         (m.act(uuid, {"revertResize": None}), 409, "vm_state active"),
-        (m.act(uuid, {"migrate": None}, token="alice"), 403, None),
+        # (another project's server is not found, as in Nova, before the policy is asked)
+        (m.act(uuid, {"migrate": None}, token="alice"), 404, None),
+        (m.act(uuid, {"migrate": None}, token="alice:admin"), 403, "os-migrate-server:migrate"),
         (m.act(uuid, {"migrate": {"host": "nowhere"}}), 400, "No valid host was found"),
         (m.act(uuid, {"reboot": {"type": "HARD"}}), 400, "no such action"),
         (m.act("00000000-0000-4000-8000-000000000000", {"migrate": None}), 404, None),

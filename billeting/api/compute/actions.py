@@ -9,20 +9,21 @@ from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, conflict, not_found
 from billeting.api.compute.lookup import find
 from billeting.api.compute.servers import ref_id
-from billeting.apidb import flavors, instance_actions
+from billeting.api.compute.flavors import visible as visible_flavor
+from billeting.apidb import instance_actions
 from billeting.apidb.aggregates import utcnow
 from billeting.apidb.cell_mappings import CELL0
 from billeting.cells import moves as migrations
 from billeting.conductor.move_protocols import MoveRefused
 
-# body key → (instance action name, admin only, status on success)
+# body key → (instance action name, policy rule, status on success)
 _ACTIONS = {
-    "migrate": ("migrate", True, 202),
-    "resize": ("resize", False, 202),
-    "confirmResize": ("confirmResize", False, 204),
-    "revertResize": ("revertResize", False, 202),
-    "os-migrateLive": ("live-migration", True, 202),
-    "evacuate": ("evacuate", True, 200),
+    "migrate": ("migrate", "os_compute_api:os-migrate-server:migrate", 202),
+    "resize": ("resize", "os_compute_api:servers:resize", 202),
+    "confirmResize": ("confirmResize", "os_compute_api:servers:confirm_resize", 204),
+    "revertResize": ("revertResize", "os_compute_api:servers:revert_resize", 202),
+    "os-migrateLive": ("live-migration", "os_compute_api:os-migrate-server:migrate_live", 202),
+    "evacuate": ("evacuate", "os_compute_api:os-evacuate", 200),
 }
 
 
@@ -46,14 +47,15 @@ class ServerAction:
         (key, args), = doc.items()
         if key not in _ACTIONS:
             raise bad_request(f"There is no such action: {key}")
-        action, admin_only, status = _ACTIONS[key]
-        if admin_only:
-            ctx.require_admin()
+        action, rule, status = _ACTIONS[key]
         if args is not None and not isinstance(args, dict):
             raise bad_request(f"Invalid input for field/attribute {key}. Value: {args}.")
         args = args or {}
         _check_args(key, args, ctx)
+        # As Nova: another project's server is not found; then the policy
+        # decides on what the server's project may do.
         found = find(self.deps, ctx, server_id)
+        ctx.authorize(rule, found.mapping.project_id)
         if found.record is None:
             raise conflict(f"Cannot '{key}' instance {server_id} while it is in vm_state building")
         uuid = found.mapping.instance_uuid
@@ -69,7 +71,7 @@ class ServerAction:
         # Like Nova, a request refused up front (bad flavor, wrong state) leaves
         # no action; one the scheduler could not place leaves a failed one.
         try:
-            self._run(key, uuid, args, action_events.migration_uuid(ctx.request_id, uuid))
+            self._run(ctx, key, uuid, args, action_events.migration_uuid(ctx.request_id, uuid))
         except MoveRefused as exc:
             if exc.message.startswith("No valid host"):
                 remember(message="Error", finished=True)
@@ -81,14 +83,14 @@ class ServerAction:
         if key == "evacuate" and not ctx.version.at_least(14):
             resp.media = {"adminPass": None}
 
-    def _run(self, key: str, uuid: str, args: dict, migration_uuid: str) -> None:
+    def _run(self, ctx: RequestContext, key: str, uuid: str, args: dict, migration_uuid: str) -> None:
         moves = self.deps.moves
         if key == "migrate":
             moves.resize(uuid, host=_host(args.get("host")), migration_uuid=migration_uuid)
         elif key == "resize":
             if "flavorRef" not in args:
                 raise bad_request("Invalid input for field/attribute resize. Value: flavorRef is required.")
-            flavor = flavors.get(self.deps.api_engine, ref_id(args["flavorRef"]))
+            flavor = visible_flavor(self.deps, ctx, ref_id(args["flavorRef"]))
             if flavor is None:
                 raise bad_request(f"Flavor {ref_id(args['flavorRef'])} could not be found.")
             moves.resize(uuid, flavor=flavor.scheduler_flavor(), migration_uuid=migration_uuid)
@@ -197,6 +199,7 @@ class InstanceActions:
     def on_get(self, req, resp, server_id: str) -> None:
         ctx: RequestContext = req.context.nova
         found = find(self.deps, ctx, server_id, include_deleted=True)
+        ctx.authorize("os_compute_api:os-instance-actions:list", found.mapping.project_id)
         listed = instance_actions.listing(self.deps.api_engine, found.mapping.instance_uuid)
         bodies = [_action_view(a, ctx, o) for a, o in zip(listed, self._outcomes(found, listed))]
         if not ctx.version.at_least(58):  # before 2.58 the listing takes no query
@@ -211,6 +214,7 @@ class InstanceActions:
     def on_get_one(self, req, resp, server_id: str, request_id: str) -> None:
         ctx: RequestContext = req.context.nova
         found = find(self.deps, ctx, server_id, include_deleted=True)
+        ctx.authorize("os_compute_api:os-instance-actions:show", found.mapping.project_id)
         action = instance_actions.by_request(self.deps.api_engine, found.mapping.instance_uuid, request_id)
         if action is None:
             raise not_found(f"Action for request_id {request_id} on instance {server_id} not found")

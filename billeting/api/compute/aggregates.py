@@ -41,9 +41,9 @@ def _call(fn, *args):
         raise NovaError(exc.status, exc.detail) from None
 
 
-def _admin(req) -> RequestContext:
+def _authorized(req, action: str) -> RequestContext:
     ctx: RequestContext = req.context.nova
-    ctx.require_admin()
+    ctx.authorize(f"os_compute_api:os-aggregates:{action}")
     return ctx
 
 
@@ -52,11 +52,11 @@ class Aggregates:
         self.deps = deps
 
     def on_get(self, req, resp) -> None:
-        ctx = _admin(req)
+        ctx = _authorized(req, "index")
         resp.media = {"aggregates": [view(a, ctx) for a in _call(aggs.list_all, self.deps.scheduler)]}
 
     def on_post(self, req, resp) -> None:
-        ctx = _admin(req)
+        ctx = _authorized(req, "create")
         doc = schemas.body(req)
         schemas.check(doc, schemas.AGGREGATE_CREATE)
         fields = doc["aggregate"]
@@ -69,11 +69,11 @@ class Aggregate:
         self.deps = deps
 
     def on_get(self, req, resp, aggregate_id: str) -> None:
-        ctx = _admin(req)
+        ctx = _authorized(req, "show")
         resp.media = {"aggregate": view(_call(aggs.get, self.deps.scheduler, _id(aggregate_id)), ctx)}
 
     def on_put(self, req, resp, aggregate_id: str) -> None:
-        ctx = _admin(req)
+        ctx = _authorized(req, "update")
         number = _id(aggregate_id)
         doc = schemas.body(req)
         schemas.check(doc, schemas.AGGREGATE_UPDATE)
@@ -81,7 +81,7 @@ class Aggregate:
         resp.media = {"aggregate": view(changed, ctx)}
 
     def on_delete(self, req, resp, aggregate_id: str) -> None:
-        _admin(req)
+        _authorized(req, "delete")
         _call(aggs.delete, self.deps.scheduler, _id(aggregate_id))
         resp.status = 200  # (Nova answers a deleted aggregate with 200 and no body)
 
@@ -91,7 +91,7 @@ class AggregateAction:
         self.deps = deps
 
     def on_post(self, req, resp, aggregate_id: str) -> None:
-        ctx = _admin(req)
+        ctx: RequestContext = req.context.nova
         number = _id(aggregate_id)
         doc = schemas.body(req)
         if not isinstance(doc, dict) or len(doc) != 1:
@@ -99,6 +99,7 @@ class AggregateAction:
         (key, args), = doc.items()
         if key not in schemas.AGGREGATE_ACTIONS:
             raise bad_request(f"There is no such action: {key}")
+        ctx.authorize(f"os_compute_api:os-aggregates:{key}")
         schemas.check(args, schemas.AGGREGATE_ACTIONS[key])
         service = self.deps.scheduler
         if key == "set_metadata":

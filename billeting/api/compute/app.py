@@ -1,16 +1,20 @@
 """The compute API's WSGI app: routes, noauth2-style identity, microversions, Nova errors."""
 from __future__ import annotations
 
+import dataclasses
+
 import falcon
 
 from billeting.api.compute import (
     actions,
     aggregates,
     errors,
+    flavor_access,
     flavors,
     limits,
     microversion,
     migrations,
+    policy,
     root,
     server_groups,
     servers,
@@ -18,6 +22,7 @@ from billeting.api.compute import (
 )
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
 from billeting.api.inputs import names_nothing, plausible_id
+from billeting.common.policy import RuleEnforcer
 
 _ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
 # Query parameters that may be given more than once; for every other one the
@@ -25,9 +30,26 @@ _ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
 _MULTI_VALUED = frozenset({"status", "sort_key", "sort_dir"})
 
 
+# Keystone's default role hierarchy: a token names the roles its roles imply too.
+_IMPLIED = {"admin": ("member", "reader"), "member": ("reader",)}
+
+
+def _roles(header: str | None, user: str) -> frozenset[str]:
+    """``X-Roles`` as given; without it the noauth2 token's user: ``admin``
+    is an admin, anyone else a member of the token's project."""
+    if header is None:
+        named = {"admin"} if user == "admin" else {"member"}
+    else:
+        named = {r.strip().lower() for r in header.split(",") if r.strip()}
+    return frozenset(named.union(*(_IMPLIED.get(r, ()) for r in named)))
+
+
 class _Identity:
-    """``X-Auth-Token: user[:project]`` (``admin`` is an admin) or the Keystone
-    headers ``X-User-Id``/``X-Project-Id``/``X-Roles``; the microversion."""
+    """``X-Auth-Token: user[:project]`` or the Keystone headers
+    ``X-User-Id``/``X-Project-Id``/``X-Roles``; the microversion."""
+
+    def __init__(self, enforcer: RuleEnforcer) -> None:
+        self.enforcer = enforcer
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         request_id = new_request_id()
@@ -47,11 +69,11 @@ class _Identity:
         tuser, _, tproject = (token or "").partition(":")
         user = user or tuser
         project = req.get_header("X-Project-Id") or tproject or user
-        roles = {r.strip().lower() for r in (req.get_header("X-Roles") or "").split(",") if r.strip()}
         if not (plausible_id(user) and plausible_id(project)):  # (":" as a token, "alice :p1", ...)
             raise errors.NovaError(401, "Authentication required")
-        is_admin = "admin" in roles or (req.get_header("X-Roles") is None and user == "admin")
-        req.context.nova = RequestContext(user, project, is_admin, version, request_id)
+        ctx = RequestContext(user, project, False, version, request_id,
+                             roles=_roles(req.get_header("X-Roles"), user), enforcer=self.enforcer)
+        req.context.nova = dataclasses.replace(ctx, is_admin=ctx.can("context_is_admin"))
         # A NUL or edge whitespace in a segment: the same 404 on every backend (see names_nothing).
         if names_nothing(req.path):
             raise errors.NovaError(404, "The resource could not be found.")
@@ -68,7 +90,7 @@ class _Identity:
 
 
 def make_app(deps: ComputeAPIDeps) -> falcon.App:
-    app = falcon.App(middleware=[_Identity()])
+    app = falcon.App(middleware=[_Identity(deps.enforcer or policy.enforcer())])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(Exception, errors.handle_any)
     app.add_error_handler(falcon.HTTPError, errors.handle_http)
@@ -93,6 +115,8 @@ def _routes(app: falcon.App, p: str, deps: ComputeAPIDeps) -> None:
     app.add_route(f"{p}/flavors", fl)
     app.add_route(f"{p}/flavors/detail", fl, suffix="detail")
     app.add_route(f"{p}/flavors/{{flavor_id}}", flavors.Flavor(deps))
+    app.add_route(f"{p}/flavors/{{flavor_id}}/action", flavor_access.FlavorAction(deps))
+    app.add_route(f"{p}/flavors/{{flavor_id}}/os-flavor-access", flavor_access.FlavorAccess(deps))
     app.add_route(f"{p}/flavors/{{flavor_id}}/os-extra_specs", flavors.ExtraSpecs(deps))
     app.add_route(f"{p}/flavors/{{flavor_id}}/os-extra_specs/{{key}}", flavors.ExtraSpec(deps))
     app.add_route(f"{p}/os-server-groups", server_groups.ServerGroups(deps))

@@ -2,7 +2,7 @@
 
     billeting compute-api serve [--port 8774] [--db URL] [--placement-url URL | --placement-db URL]
                                 [--transport-url URL] [--conductor local|remote] [--build-attempts 3]
-                                [--config-file PATH] [--workers N]
+                                [--config-file PATH] [--workers N] [--policy-file PATH]
 
 The cells come from the API database's cell mappings (``billeting compute-api
 cell add``). With ``--transport-url`` (the API bus) creates are cast to the
@@ -44,6 +44,9 @@ def add_parser(commands) -> None:
                             "'billeting super-conductor' processes do (needs --transport-url)")
     serve.add_argument("--config-file", metavar="PATH", default=None,
                        help="INI file for [conductor] build_attempts (default $BILLETING_CONFIG_FILE)")
+    serve.add_argument("--policy-file", metavar="PATH", default=None,
+                       help="oslo.policy YAML/JSON file overriding the compute API's rules by name "
+                            "(os_compute_api:servers:delete, ...)")
     super_command.add_build_attempts_flag(serve)
     add_pool_flags(serve)
     serve.set_defaults(func=cmd_serve)
@@ -175,8 +178,21 @@ def load_app(args):
                            placement_db=args.placement_db or "")
     plane = ControlPlane(api_engine=engine, cells=CellCatalog.open(engine), placement=placement_client(config),
                          api_bus=Bus(args.transport_url) if args.transport_url else None,
-                         build_attempts=args.build_attempts, serve_conductor=args.conductor == "local")
+                         build_attempts=args.build_attempts, serve_conductor=args.conductor == "local",
+                         policy_file=args.policy_file)
     return plane.app()
+
+
+def _check_policy_file(path: str | None) -> None:
+    """A policy file that cannot be read or parsed is one line, before any worker starts."""
+    from billeting import cli
+    from billeting.api.compute import policy
+    from billeting.common.policy import PolicyFileError
+
+    try:
+        policy.enforcer(policy_file=path)
+    except PolicyFileError as exc:
+        raise cli.CliError(str(exc)) from None
 
 
 def cmd_serve(args) -> int:
@@ -199,6 +215,7 @@ def cmd_serve(args) -> int:
         raise cli.UsageError(str(exc)) from None
     cli.configure_logging(args.log_level)
     args.build_attempts = super_command.build_attempts(args)
+    _check_policy_file(args.policy_file)
     _api_engine(args).dispose()
     run(options, functools.partial(load_app, args))
     return 0

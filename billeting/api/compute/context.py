@@ -11,6 +11,7 @@ from sqlalchemy import Engine
 from billeting.api.compute.errors import forbidden
 from billeting.api.compute.microversion import Version
 from billeting.apidb.cell_directory import CellCatalog
+from billeting.common.policy import RuleEnforcer
 from billeting.conductor.move_protocols import MoveTasks
 
 
@@ -18,13 +19,26 @@ from billeting.conductor.move_protocols import MoveTasks
 class RequestContext:
     user_id: str
     project_id: str
-    is_admin: bool
+    is_admin: bool   # the context_is_admin rule's answer, as Nova's context has it
     version: Version
     request_id: str
+    roles: frozenset[str] = frozenset()
+    enforcer: RuleEnforcer | None = None
 
-    def require_admin(self) -> None:
-        if not self.is_admin:
-            raise forbidden()
+    def can(self, rule: str, target_project: str | None = None) -> bool:
+        """Whether the policy allows ``rule`` on something of ``target_project``
+        (the caller's own project when None)."""
+        if self.enforcer is None:  # (the anonymous root documents ask nothing)
+            return False
+        creds = {"user_id": self.user_id, "project_id": self.project_id, "roles": sorted(self.roles),
+                 "system_scope": None, "domain_id": None, "service_roles": []}
+        target = {"project_id": target_project or self.project_id, "user_id": self.user_id}
+        return self.enforcer.check(creds, rule, target)
+
+    def authorize(self, rule: str, target_project: str | None = None) -> None:
+        """403 in Nova's words unless the policy allows ``rule``."""
+        if not self.can(rule, target_project):
+            raise forbidden(f"Policy doesn't allow {rule} to be performed.")
 
 
 def new_request_id() -> str:
@@ -47,3 +61,5 @@ class ComputeAPIDeps:
     # catalog forgets its cached host records).
     on_service_change: Callable[[], None] = lambda: None
     service_down_time_s: float = 60.0
+    # The policy (billeting.api.compute.policy); None: the default rules.
+    enforcer: RuleEnforcer | None = None

@@ -17,11 +17,30 @@ from billeting.scheduler.nova import _SPEC_KEY, _valid_class
 _AMOUNT = re.compile(r"^[0-9]+$")
 
 
-def _flavor_or_404(deps: ComputeAPIDeps, flavor_id: str) -> flavors.StoredFlavor:
-    found = flavors.get(deps.api_engine, flavor_id)
+def visible(deps: ComputeAPIDeps, ctx: RequestContext, flavor_id: str) -> flavors.StoredFlavor | None:
+    """The flavor as Nova lets the caller see it: an admin any, anyone else
+    the public ones and the private ones open to their project."""
+    return flavors.get_for(deps.api_engine, flavor_id, None if ctx.is_admin else ctx.project_id)
+
+
+def flavor_or_404(deps: ComputeAPIDeps, ctx: RequestContext, flavor_id: str) -> flavors.StoredFlavor:
+    found = visible(deps, ctx, flavor_id)
     if found is None:
         raise not_found(f"Flavor {flavor_id} could not be found.")
     return found
+
+
+def _is_public_filter(value: str | None) -> bool | None:
+    """An admin's ``is_public``: public ones by default, ``none`` every
+    flavor, else a boolean (strictly)."""
+    if value is None:
+        return True
+    if value.strip().lower() == "none":
+        return None
+    try:
+        return _bool(value, "is_public")
+    except NovaError:
+        raise bad_request(f"Invalid is_public filter [{value}]") from None
 
 
 def _bool(value, field: str) -> bool:
@@ -70,11 +89,10 @@ class Flavors:
 
     def _list(self, req, resp, detail: bool) -> None:
         ctx: RequestContext = req.context.nova
-        found = flavors.listing(self.deps.api_engine, include_private=ctx.is_admin)
-        is_public = req.params.get("is_public")
-        if is_public is not None and is_public.lower() != "none":
-            want = _bool(is_public, "is_public")
-            found = [f for f in found if f.is_public == want]
+        # As Nova: only an admin filters by is_public; everyone (an admin
+        # too, by default) sees the public flavors and those open to their project.
+        is_public = _is_public_filter(req.params.get("is_public")) if ctx.is_admin else True
+        found = flavors.listing(self.deps.api_engine, is_public=is_public, project_id=ctx.project_id)
         for key, attr in (("minRam", "memory_mb"), ("minDisk", "root_gb")):
             if key in req.params:
                 try:
@@ -94,7 +112,7 @@ class Flavors:
 
     def on_post(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-flavor-manage:create")
         doc = schemas.body(req)
         schemas.check(doc, schemas.FLAVOR_CREATE)
         f = doc["flavor"]
@@ -127,11 +145,11 @@ class Flavor:
 
     def on_get(self, req, resp, flavor_id: str) -> None:
         ctx: RequestContext = req.context.nova
-        resp.media = {"flavor": views.flavor(_flavor_or_404(self.deps, flavor_id), version=ctx.version,
+        resp.media = {"flavor": views.flavor(flavor_or_404(self.deps, ctx, flavor_id), version=ctx.version,
                                              base=req.prefix)}
 
     def on_delete(self, req, resp, flavor_id: str) -> None:
-        req.context.nova.require_admin()
+        req.context.nova.authorize("os_compute_api:os-flavor-manage:delete")
         if not flavors.delete_flavor(self.deps.api_engine, flavor_id):
             raise not_found(f"Flavor {flavor_id} could not be found.")
         resp.status = falcon.HTTP_202
@@ -155,10 +173,12 @@ class ExtraSpecs:
         self.deps = deps
 
     def on_get(self, req, resp, flavor_id: str) -> None:
-        resp.media = {"extra_specs": _flavor_or_404(self.deps, flavor_id).extra_specs}
+        ctx: RequestContext = req.context.nova
+        ctx.authorize("os_compute_api:os-flavor-extra-specs:index")
+        resp.media = {"extra_specs": flavor_or_404(self.deps, ctx, flavor_id).extra_specs}
 
     def on_post(self, req, resp, flavor_id: str) -> None:
-        req.context.nova.require_admin()
+        req.context.nova.authorize("os_compute_api:os-flavor-extra-specs:create")
         doc = schemas.body(req)
         schemas.check(doc, schemas.EXTRA_SPECS)
         specs = {k: _spec_text(v) for k, v in doc["extra_specs"].items()}
@@ -173,13 +193,15 @@ class ExtraSpec:
         self.deps = deps
 
     def on_get(self, req, resp, flavor_id: str, key: str) -> None:
-        specs = _flavor_or_404(self.deps, flavor_id).extra_specs
+        ctx: RequestContext = req.context.nova
+        ctx.authorize("os_compute_api:os-flavor-extra-specs:show")
+        specs = flavor_or_404(self.deps, ctx, flavor_id).extra_specs
         if key not in specs:
             raise not_found(f"Flavor {flavor_id} has no extra specs with key {key}.")
         resp.media = {key: specs[key]}
 
     def on_put(self, req, resp, flavor_id: str, key: str) -> None:
-        req.context.nova.require_admin()
+        req.context.nova.authorize("os_compute_api:os-flavor-extra-specs:update")
         doc = schemas.body(req)
         schemas.check(doc, schemas.EXTRA_SPEC_ONE)
         if key not in doc:
@@ -191,7 +213,7 @@ class ExtraSpec:
         resp.media = {key: value}
 
     def on_delete(self, req, resp, flavor_id: str, key: str) -> None:
-        req.context.nova.require_admin()
+        req.context.nova.authorize("os_compute_api:os-flavor-extra-specs:delete")
         done = flavors.delete_extra_spec(self.deps.api_engine, flavor_id, key)
         if done is None:
             raise not_found(f"Flavor {flavor_id} could not be found.")

@@ -44,9 +44,10 @@ class Limits:
 
     def on_get(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
+        ctx.authorize("os_compute_api:limits")
         project = ctx.project_id
         other = req.params.get("tenant_id")
         if other and other != project:
-            ctx.require_admin()  # (Nova's limits:other_project rule)
+            ctx.authorize("os_compute_api:limits:other_project", other)
             project = other
         resp.media = {"limits": {"absolute": absolute(ctx, usage(self.deps, project)), "rate": []}}

@@ -72,7 +72,7 @@ class Migrations:
 
     def on_get(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-migrations:index")
         params = req.params
         found: list[MigrationRecord] = []
         for _, handle in sorted(self.deps.cells.cells().items()):
@@ -106,23 +106,23 @@ class ServerMigrations:
     def __init__(self, deps: ComputeAPIDeps) -> None:
         self.deps = deps
 
-    def _live(self, req, server_id: str) -> tuple[RequestContext, list[MigrationRecord], tuple[str, str]]:
+    def _live(self, req, server_id: str, rule: str) -> tuple[RequestContext, list[MigrationRecord], tuple[str, str]]:
         ctx: RequestContext = req.context.nova
         if not ctx.version.at_least(23):
             raise not_found("The resource could not be found.")
-        ctx.require_admin()
         found = find(self.deps, ctx, server_id)
+        ctx.authorize(rule, found.mapping.project_id)
         engine = self.deps.cells.engine_of(found.cell) if found.cell else None
         listed = migrations.listing(engine, instance_uuids=[found.mapping.instance_uuid]) if engine else []
         owner = (found.mapping.project_id, found.mapping.user_id)
         return ctx, [m for m in listed if _in_progress_live(m)], owner
 
     def on_get(self, req, resp, server_id: str) -> None:
-        ctx, live, owner = self._live(req, server_id)
+        ctx, live, owner = self._live(req, server_id, "os_compute_api:servers:migrations:index")
         resp.media = {"migrations": [_server_view(m, ctx, owner) for m in live]}
 
     def on_get_one(self, req, resp, server_id: str, migration_id: str) -> None:
-        ctx, live, owner = self._live(req, server_id)
+        ctx, live, owner = self._live(req, server_id, "os_compute_api:servers:migrations:show")
         match = [m for m in live if str(m.id) == migration_id]
         if not match:
             raise not_found(f"In-progress live migration {migration_id} is not found for server {server_id}.")

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import Engine
 
+from billeting.api.compute import policy as compute_policy
 from billeting.api.compute.context import ComputeAPIDeps
 from billeting.apidb.cell_directory import CellCatalog
 from billeting.apidb.host_reports import HostReportLoader
@@ -54,7 +55,10 @@ class ControlPlane:
                  scheduler_settings: SchedulerSettings | None = None, build_attempts: int = sc.DEFAULT_BUILD_ATTEMPTS,
                  api_bus: Bus | None = None, service_down_time_s: float = DEFAULT_DOWN_TIME_S,
                  catalog_refresh_s: float | None = None, conductor_threads: int = 4,
-                 serve_conductor: bool = True) -> None:
+                 serve_conductor: bool = True, policy_file: str | None = None) -> None:
+        """``policy_file``: an oslo.policy file overriding the compute API's
+        rules (raises ``PolicyFileError`` when it cannot be read or parsed)."""
+        enforcer = compute_policy.enforcer(policy_file=policy_file)
         settings = scheduler_settings or SchedulerSettings()
         if catalog_refresh_s is not None:
             settings = dataclasses.replace(settings, catalog_refresh_s=catalog_refresh_s)
@@ -82,7 +86,7 @@ class ControlPlane:
                                      placement=placement)
         self.deps = ComputeAPIDeps(api_engine=api_engine, cells=cells, scheduler=self.scheduler, cast_build=cast,
                                    moves=self.moves, on_service_change=self.scheduler.catalog.invalidate,
-                                   service_down_time_s=service_down_time_s)
+                                   service_down_time_s=service_down_time_s, enforcer=enforcer)
 
     def _submit(self, plan: sc.BuildPlan) -> None:
         def run() -> None:

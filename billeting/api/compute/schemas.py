@@ -149,6 +149,17 @@ EXTRA_SPEC_ONE = {
     "additionalProperties": False,
 }
 
+# POST /flavors/{id}/action: addTenantAccess or removeTenantAccess.
+_TENANT = {"type": "object", "properties": {"tenant": {"type": "string", "minLength": 1, "maxLength": 255,
+                                                       "pattern": r"^\S(.*\S)?$"}},
+           "required": ["tenant"], "additionalProperties": False}
+FLAVOR_ACTION = {
+    "type": "object",
+    "properties": {"addTenantAccess": _TENANT, "removeTenantAccess": _TENANT},
+    "minProperties": 1, "maxProperties": 1,
+    "additionalProperties": False,
+}
+
 _NETWORKS = {"oneOf": [
     {"type": "string", "enum": ["none", "auto"]},
     {"type": "array", "maxItems": 0},

@@ -37,7 +37,12 @@ class ServerGroups:
 
     def on_get(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
+        ctx.authorize("os_compute_api:os-server-groups:index")
+        # As in Nova, a non-admin's all_projects is ignored (their own groups
+        # are listed); an admin's is up to the policy.
         all_projects = ctx.is_admin and req.params.get("all_projects", "").lower() in ("true", "1", "yes")
+        if all_projects:
+            ctx.authorize("os_compute_api:os-server-groups:index:all_projects")
         found = run_read(self.deps.api_engine, lambda conn: store.list_groups(
             conn, project_id=None if all_projects else ctx.project_id))
         offset, limit = paging.count_of(req.params, "offset"), paging.limit_of(req.params)
@@ -50,6 +55,7 @@ class ServerGroups:
         ctx: RequestContext = req.context.nova
         doc = schemas.body(req)
         schemas.check(doc, schemas.SERVER_GROUP_CREATE)
+        ctx.authorize("os_compute_api:os-server-groups:create")
         sg = doc["server_group"]
         if ctx.version.at_least(64):
             if "policies" in sg or "policy" not in sg:
@@ -90,10 +96,13 @@ class ServerGroup:
 
     def on_get(self, req, resp, group_id: str) -> None:
         ctx: RequestContext = req.context.nova
-        resp.media = {"server_group": view(self._get(ctx, group_id), ctx)}
+        found = self._get(ctx, group_id)
+        ctx.authorize("os_compute_api:os-server-groups:show", found.project_id)
+        resp.media = {"server_group": view(found, ctx)}
 
     def on_delete(self, req, resp, group_id: str) -> None:
         ctx: RequestContext = req.context.nova
         found = self._get(ctx, group_id)
+        ctx.authorize("os_compute_api:os-server-groups:delete", found.project_id)
         groups.delete(self.deps.scheduler, found.uuid)
         resp.status = falcon.HTTP_204

@@ -11,6 +11,7 @@ from sqlalchemy import Connection
 from billeting.api.compute import availability_zones, name_filter, paging, schemas, server_sort, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, forbidden
+from billeting.api.compute.flavors import visible as visible_flavor
 from billeting.api.compute.lookup import Found, find, find_many
 from billeting.apidb import build_requests, flavors, images, instance_actions, instance_mappings, request_specs
 from billeting.apidb import server_groups as group_store
@@ -123,15 +124,14 @@ def _destination(deps: ComputeAPIDeps, ctx: RequestContext, server: dict) -> tup
     nodes are looked up now: an unknown one is a 400, not a build that fails."""
     zone, host, node = server.get("availability_zone"), server.get("host"), server.get("hypervisor_hostname")
     if host is not None or node is not None:
-        if not ctx.is_admin:
-            raise forbidden("Policy doesn't allow compute:servers:create:requested_destination to be performed.")
+        ctx.authorize("compute:servers:create:requested_destination")
     elif zone is not None and ":" in zone and zone not in availability_zones.zone_names(deps):
         # (a zone the scheduler's API named with a ':' in it is a zone, not "zone:host")
         zone, _, rest = zone.partition(":")
         host, _, node = rest.partition(":")
         host, node, zone = host or None, node or None, zone or None
-        if (host or node) and not ctx.is_admin:
-            raise forbidden("Policy doesn't allow os_compute_api:servers:create:forced_host to be performed.")
+        if host or node:
+            ctx.authorize("os_compute_api:servers:create:forced_host")
     if zone is not None:
         _check_zone(deps, zone)
     if host is None and node is None:
@@ -179,6 +179,7 @@ class Servers:
         ctx: RequestContext = req.context.nova
         doc = schemas.body(req)
         schemas.check(doc, schemas.SERVER_CREATE)
+        ctx.authorize("os_compute_api:servers:create")
         server = doc["server"]
         for key in ("host", "hypervisor_hostname"):
             if key in server and not ctx.version.at_least(74):
@@ -187,7 +188,7 @@ class Servers:
         if ctx.version.at_least(37) and "networks" not in server:
             raise bad_request("Invalid input for field/attribute server. Value: networks is a required property "
                               "at this microversion; use \"none\" or \"auto\".")
-        flavor = flavors.get(self.deps.api_engine, ref_id(server["flavorRef"]))
+        flavor = visible_flavor(self.deps, ctx, ref_id(server["flavorRef"]))
         if flavor is None or flavor.disabled:
             raise bad_request(f"Flavor {ref_id(server['flavorRef'])} could not be found.")
         image = None
@@ -283,11 +284,13 @@ class Servers:
 
     def _list(self, req: falcon.Request, resp: falcon.Response, *, detail: bool) -> None:
         ctx: RequestContext = req.context.nova
+        listing = "detail" if detail else "index"
+        ctx.authorize(f"os_compute_api:servers:{listing}")
         params = req.params
         all_tenants = str(params.get("all_tenants", "false")).lower() in ("", "1", "true", "yes", "on") \
             if "all_tenants" in params else False
-        if all_tenants or params.get("project_id") or params.get("tenant_id"):
-            ctx.require_admin() if all_tenants else None
+        if all_tenants:
+            ctx.authorize(f"os_compute_api:servers:{listing}:get_all_tenants")
         project = None if (ctx.is_admin and all_tenants) else (
             params.get("project_id") or params.get("tenant_id") if ctx.is_admin else ctx.project_id)
         if ctx.is_admin and not all_tenants and project is None:
@@ -327,11 +330,11 @@ class Servers:
             wanted = _statuses(params)
             tests.append(lambda f, b: b["status"] in wanted)
         if params.get("host"):
-            ctx.require_admin()
+            ctx.authorize("os_compute_api:servers:allow_all_filters")
             host = params["host"]
             tests.append(lambda f, b: f.record is not None and f.record.host == host)
         if params.get("node"):
-            ctx.require_admin()
+            ctx.authorize("os_compute_api:servers:allow_all_filters")
             node = params["node"]
             tests.append(lambda f, b: f.record is not None and f.record.node == node)
         if params.get("flavor"):
@@ -356,11 +359,13 @@ class Server:
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         ctx: RequestContext = req.context.nova
         found = find(self.deps, ctx, server_id)
+        ctx.authorize("os_compute_api:servers:show", found.mapping.project_id)
         resp.media = {"server": server_body(self.deps, ctx, found, base_url(req))}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         ctx: RequestContext = req.context.nova
         found = find(self.deps, ctx, server_id)
+        ctx.authorize("os_compute_api:servers:delete", found.mapping.project_id)
         uuid = found.mapping.instance_uuid
         instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action="delete", request_id=ctx.request_id,
                                 project_id=ctx.project_id, user_id=ctx.user_id, finished=True)

@@ -79,7 +79,7 @@ class Services:
 
     def on_get(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-services:list")
         zones = availability_zones.host_zones(self.deps, best_effort=True)
         bodies = [service_view(cell, rec, ctx, self.deps.service_down_time_s, zones)
                   for cell, rec in _all_services(self.deps)]
@@ -106,7 +106,7 @@ class Services:
 
     def on_put_one(self, req, resp, service_id: str) -> None:
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-services:update")
         doc = schemas.body(req)
         if service_id in ("enable", "disable", "disable-log-reason", "force-down"):
             self._legacy(req, resp, ctx, service_id, doc)
@@ -134,7 +134,7 @@ class Services:
         A compute still running registers again, nodes included, at its next
         heartbeat (stop it first, as in Nova)."""
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-services:delete")
         cell, record = _service(self.deps, service_id, by_uuid=ctx.version.at_least(53))
         engine = self.deps.cells.engine_of(cell)
         if record.binary == svc.COMPUTE:
@@ -248,7 +248,7 @@ class Hypervisors:
 
     def _list(self, req, resp, detail: bool) -> None:
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-hypervisors:list-detail" if detail else "os_compute_api:os-hypervisors:list")
         bodies = [self._view(*row, ctx, detail) for row in self._nodes(self._with_servers(req, ctx))]
         pattern = req.params.get("hypervisor_hostname_pattern")
         if pattern:
@@ -267,7 +267,7 @@ class Hypervisors:
 
     def on_get_one(self, req, resp, hypervisor_id: str) -> None:
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-hypervisors:show")
         if ctx.version.at_least(53):
             rows = [row for row in self._nodes(self._with_servers(req, ctx)) if row[1].uuid == hypervisor_id]
         else:
@@ -281,7 +281,7 @@ class Hypervisors:
 
     def on_get_statistics(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-hypervisors:statistics")
         nodes = [row[1] for row in self._nodes()]
         total = {"count": len(nodes)}
         for key in ("vcpus", "memory_mb", "local_gb", "vcpus_used", "memory_mb_used", "local_gb_used"):
@@ -314,6 +314,7 @@ class AvailabilityZones:
         return states
 
     def on_get(self, req, resp) -> None:
+        req.context.nova.authorize("os_compute_api:os-availability-zone:list")
         states = self._states(self._services())
         states.pop(availability_zones.INTERNAL_ZONE, None)  # (services' own zone: not a place to boot)
         resp.media = {"availabilityZoneInfo": [
@@ -321,7 +322,7 @@ class AvailabilityZones:
 
     def on_get_detail(self, req, resp) -> None:
         ctx: RequestContext = req.context.nova
-        ctx.require_admin()
+        ctx.authorize("os_compute_api:os-availability-zone:detail")
         services = self._services()
         hosts: dict[str, dict[str, dict]] = {}
         for zone, record in services:

@@ -7,20 +7,18 @@ policy file (YAML or JSON) overrides rules by name.
 from __future__ import annotations
 
 import logging
-import os
-import threading
 
-from oslo_config import cfg
-from oslo_policy import opts as policy_opts
 from oslo_policy import policy as oslo_policy
 
+from billeting.common.policy import PolicyFileError, RuleEnforcer, scope_is_configurable
 from billeting.placement.api.context import RequestContext
 from billeting.placement.api.errors import HTTPProblem
+
+__all__ = ["Authorizer", "PolicyFileError", "describe", "scope_is_configurable", "OPERATION_RULES"]
 
 LOG = logging.getLogger(__name__)
 
 ADMIN = "role:admin"
-_MAX_CACHED_DECISIONS = 10_000
 _DEPRECATION_REASON = "Placement moved to the admin, service and project-reader personas."
 
 BASE_RULES = [
@@ -101,12 +99,6 @@ def _defaults(operations=OPERATION_RULES) -> list[oslo_policy.RuleDefault]:
     return rules
 
 
-def scope_is_configurable() -> bool:
-    """Whether the installed oslo.policy still has ``[oslo_policy] enforce_scope``
-    (from oslo.policy 5 scope is always enforced and the option is gone)."""
-    return any(opt.name == "enforce_scope" for opt in policy_opts._options)
-
-
 def describe(*, legacy: bool, enforce_scope: bool = True) -> str:
     """One line for the start-up log: which defaults are in force."""
     if legacy:
@@ -124,127 +116,22 @@ def describe(*, legacy: bool, enforce_scope: bool = True) -> str:
     return f"{rules}; {scope}"
 
 
-class PolicyFileError(ValueError):
-    """The policy file cannot be read or parsed; one line naming it."""
-
-
-def _one_line(exc: BaseException) -> str:
-    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
-
-
-class Authorizer:
-    """Evaluates a named rule for a request context.
-
-    The rules are loaded once into an oslo.policy enforcer and then frozen:
-    the enforcer never re-reads files by itself. When the operator's policy
-    file changes, a new enforcer is built from it and swapped in; if the new
-    file cannot be read or parsed the old rules stay in force, the problem is
-    logged once, and requests are answered as before (never a 500).
-    """
+class Authorizer(RuleEnforcer):
+    """Placement's rules (or, with ``operations``, another service's on
+    Placement's base rules) for a request context."""
 
     def __init__(self, *, policy_file: str | None = None, legacy: bool = False,
                  enforce_scope: bool = True, operations: list[tuple[str, str, str, str]] | None = None) -> None:
         """``operations`` (name, check, method, path) replace Placement's own
         rules: another service (the scheduler API) shares the base rules."""
-        # Absolute: oslo.policy would look a relative name up in its config
-        # directories, not where the operator is.
-        self._policy_file = os.path.abspath(policy_file) if policy_file else None
-        self._legacy = legacy
-        self._enforce_scope = enforce_scope
-        self._operations = operations or OPERATION_RULES
-        self._lock = threading.Lock()
-        self._policy_stamp = self._file_stamp()
-        self._enforcer = self._build()  # raises PolicyFileError at start-up
-        # oslo.policy spends ~300 µs per check (file look-ups, argspec
-        # introspection); a decision depends only on the rule, the
-        # credentials and the target, so identical questions are answered
-        # from here until the rules change.
-        self._decisions: dict[tuple, bool] = {}
-
-    def _build(self) -> oslo_policy.Enforcer:
-        if self._policy_file:
-            try:
-                with open(self._policy_file, "rb"):
-                    pass
-            except OSError as exc:
-                raise PolicyFileError(f"cannot read policy file {self._policy_file}: {exc.strerror}") from None
-        conf = cfg.ConfigOpts()
-        conf([], project="billeting", default_config_files=[])
-        policy_opts.set_defaults(conf)
-        # Per-object overrides: set_defaults() would change oslo.policy's
-        # module-wide defaults for every enforcer in the process.
-        conf.set_override("enforce_new_defaults", not self._legacy, group="oslo_policy")
-        if scope_is_configurable():
-            conf.set_override("enforce_scope", self._enforce_scope, group="oslo_policy")
-        # Rules come from the named file only: no policy.d directories and no
-        # policy.yaml found by searching ~ or /etc.
-        conf.set_override("policy_dirs", [], group="oslo_policy")
-        conf.set_override("policy_file", self._policy_file or os.devnull, group="oslo_policy")
-        enforcer = oslo_policy.Enforcer(conf, policy_file=self._policy_file or os.devnull, use_conf=True)
-        # As upstream: the deprecated alternatives are OR-ed in legacy mode
-        # without a warning per rule (start-up logs one line, see describe()).
-        enforcer.suppress_default_change_warnings = True
-        enforcer.register_defaults(_defaults(self._operations))
-        try:
-            # use_conf must be on here: oslo.policy only merges the registered
-            # defaults into its rule set while loading from configuration.
-            enforcer.load_rules()
-        except Exception as exc:  # noqa: BLE001 - anything a broken file makes oslo.policy raise
-            raise PolicyFileError(f"policy file {self._policy_file}: {_one_line(exc)}") from None
-        enforcer.use_conf = False  # frozen: enforce() no longer looks at the file
-        return enforcer
-
-    def _file_stamp(self) -> tuple[int, int] | None:
-        if not self._policy_file:
-            return None
-        try:
-            info = os.stat(self._policy_file)
-        except OSError:
-            return None
-        return (info.st_mtime_ns, info.st_size)
-
-    def _follow_policy_file(self) -> None:
-        stamp = self._file_stamp()
-        if stamp == self._policy_stamp:
-            return
-        with self._lock:
-            if stamp == self._policy_stamp:
-                return
-            self._policy_stamp = stamp  # a failure is reported once per version of the file
-            if stamp is None:
-                LOG.error("policy file %s cannot be read any more; keeping the previous rules",
-                          self._policy_file)
-                return
-            try:
-                enforcer = self._build()
-            except PolicyFileError as exc:
-                LOG.error("%s; keeping the previous rules", exc)
-                return
-            self._enforcer = enforcer
-            self._decisions = {}
-            LOG.info("policy file %s reloaded", self._policy_file)
+        operations = operations or OPERATION_RULES
+        super().__init__(lambda: _defaults(operations), policy_file=policy_file, legacy=legacy,
+                         enforce_scope=enforce_scope, log=LOG)
 
     def allowed(self, ctx: RequestContext, rule: str, target: dict | None = None) -> bool:
         target = target if target is not None else {
             "project_id": ctx.project_id, "user_id": ctx.user_id}
-        if self._policy_file:
-            self._follow_policy_file()
-        key = (rule, tuple(sorted(ctx.roles)), ctx.project_id, ctx.user_id, ctx.system_scope,
-               ctx.domain_id, tuple(sorted(ctx.service_roles)), tuple(sorted(target.items())))
-        decisions = self._decisions
-        decision = decisions.get(key)
-        if decision is None:
-            decision = self._evaluate(ctx, rule, target)
-            if len(decisions) >= _MAX_CACHED_DECISIONS:
-                decisions.clear()
-            decisions[key] = decision
-        return decision
-
-    def _evaluate(self, ctx: RequestContext, rule: str, target: dict) -> bool:
-        try:
-            return bool(self._enforcer.authorize(rule, target, ctx.policy_creds(), do_raise=False))
-        except oslo_policy.InvalidScope:
-            return False
+        return self.check(ctx.policy_creds(), rule, target)
 
     def authorize(self, ctx: RequestContext, rule: str, target: dict | None = None) -> None:
         if not self.allowed(ctx, rule, target):
