@@ -59,6 +59,7 @@ from billeting.cells.move_cleanup import free_migrations
 from billeting.cells.periodic import Periodic
 from billeting.cells.rpc import ComputeAPI
 from billeting.cells.wiring import CellWiring
+from billeting.conductor import metrics
 from billeting.conductor.reschedule import EXHAUSTED, ConsumerHoldsAllocations, NextHost, claim_next_alternate
 from billeting.messaging import Bus
 from billeting.messaging.bus import Server
@@ -168,6 +169,11 @@ class CellConductor:
         return self.reschedule(record, request.alternates)
 
     def reschedule(self, record: inst.InstanceRecord, alternates: tuple[Selection, ...]) -> Outcome:
+        outcome = self._reschedule(record, alternates)
+        metrics.observe_reschedule(self.wiring.name, outcome.result)
+        return outcome
+
+    def _reschedule(self, record: inst.InstanceRecord, alternates: tuple[Selection, ...]) -> Outcome:
         uuid, attempt = record.uuid, record.num_attempts
         adopted, alternates = self._settle_holdings(record, alternates)
         if adopted is not None:
@@ -271,6 +277,7 @@ class CellConductor:
         return self.reschedule(current, current.alternates)
 
     def _count_failure(self, record: inst.InstanceRecord) -> None:
+        metrics.observe_build_failure(self.wiring.name)
         if record.selection is not None:
             services.record_build(self.engine, record.selection.compute_node_uuid, succeeded=False)
 

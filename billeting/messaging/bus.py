@@ -51,6 +51,9 @@ class Envelope(msgspec.Struct, frozen=True, omit_defaults=True):
     # Set on replies to a call that failed: the error's kind and message.
     error_type: str | None = None
     error: str | None = None
+    # When the sender published it (its wall clock, seconds since the epoch):
+    # how long a request waited in the queue. Absent from older senders.
+    sent_at: float | None = None
 
 
 # The message a handler runs for (set on the handler's thread): whether the broker delivered it before, to a consumer
@@ -62,6 +65,11 @@ def redelivered() -> bool:
     """In a handler of a server with ``ack_early=False``: this message was
     delivered before to a consumer that died holding it."""
     return bool(getattr(_delivery, "redelivered", False))
+
+
+def sent_at() -> float | None:
+    """In a handler: when the sender published this message (its ``time.time()``), if it said."""
+    return getattr(_delivery, "sent_at", None)
 
 
 _encode = msgspec.json.Encoder().encode
@@ -179,7 +187,7 @@ class Bus:
 
     def cast(self, topic: str, method: str, payload: bytes = b"null", *, server: str | None = None) -> None:
         """Send and forget: one of the topic's servers handles it."""
-        self._publish(self.name(topic, server), Envelope(method, msgspec.Raw(payload)),
+        self._publish(self.name(topic, server), Envelope(method, msgspec.Raw(payload), sent_at=time.time()),
                       declare=self.queue(topic, server))
 
     def call(self, topic: str, method: str, payload: bytes = b"null", *, server: str | None = None,
@@ -192,7 +200,7 @@ class Bus:
             self._replies[correlation] = future
         try:
             self._publish(self.name(topic, server),
-                          Envelope(method, msgspec.Raw(payload), correlation, reply_to),
+                          Envelope(method, msgspec.Raw(payload), correlation, reply_to, sent_at=time.time()),
                           declare=self.queue(topic, server))
             try:
                 reply: Envelope = future.result(timeout)
@@ -424,6 +432,7 @@ class Server:
             self.bus.reply(envelope, error=HandlerError("UnknownMethod", f"{self.topic} has no method "
                                                                           f"{envelope.method!r}"))
             return
+        _delivery.sent_at = envelope.sent_at
         try:
             result = handler(bytes(envelope.payload))
         except HandlerError as exc:
@@ -433,3 +442,5 @@ class Server:
             self.bus.reply(envelope, error=HandlerError(type(exc).__name__, str(exc)))
         else:
             self.bus.reply(envelope, result)
+        finally:
+            _delivery.sent_at = None

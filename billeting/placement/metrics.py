@@ -2,8 +2,8 @@
 
 Every metric lives in prometheus_client's default registry. Under a
 pre-forking master each worker writes its values to memory-mapped files
-(see ``metrics_multiprocess``, which the master calls before forking), and whichever worker answers ``GET /metrics`` adds
-them all up.
+(see ``billeting.serving.metrics``, which the master calls before forking),
+and whichever worker answers ``GET /metrics`` adds them all up.
 
 Label values come from a closed set (route templates, methods, status codes,
 fixed reasons), never from a raw path or a client string, so the number of
@@ -11,18 +11,11 @@ series stays bounded.
 """
 from __future__ import annotations
 
-import os
 import weakref
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    REGISTRY,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+
+from billeting.serving import metrics as shared
 
 # --- the metrics -------------------------------------------------------------------
 _P = "billeting_placement_"
@@ -89,6 +82,7 @@ _BUILT: list = []
 # more than the increment itself, and the combinations are few.
 _CHILDREN: dict[tuple[str, str, int], tuple] = {}
 _build()
+shared.on_rebuild(_build)
 
 CLAIM_ROUTES = frozenset({"/allocations", "/allocations/{consumer_uuid}", "/reshaper"})
 CONCURRENT_UPDATE = "placement.concurrent_update"
@@ -154,23 +148,11 @@ def instrument_engine(engine) -> None:
     event.listen(pool, "close_detached", lambda *_: POOL_OPEN.dec())
 
 
-def _multiprocess() -> bool:
-    return bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
-
-
 def rebuild() -> None:
     """Re-create the metrics with the value storage prometheus_client has now
-    (see ``metrics_multiprocess.prepare_multiprocess``). Pool gauges of engines
-    instrumented before start again from zero."""
+    (``prepare_multiprocess`` does this). Pool gauges of engines instrumented
+    before start again from zero."""
     _build()
 
 
-def exposition() -> tuple[bytes, str]:
-    """The text exposition of every metric (summed over workers in multi-process mode)."""
-    if _multiprocess():
-        from prometheus_client import multiprocess
-
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(), CONTENT_TYPE_LATEST
+exposition = shared.exposition

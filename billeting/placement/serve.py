@@ -39,13 +39,9 @@ def run(settings: Settings) -> None:
     """Serve until a signal: workers share one directory of metric files,
     which the master removes when it stops."""
     from billeting import serving
-    from billeting.placement import metrics_multiprocess
+    from billeting.serving import metrics
 
-    metrics_dir = metrics_multiprocess.prepare_multiprocess()
-    LOG.info("metrics: workers write to %s", metrics_dir.path)
-    serving.run(serve_options(settings, on_worker_exit=metrics_multiprocess.on_worker_exit,
-                              on_exit=metrics_dir.cleanup),
-                functools.partial(load_app, settings))
+    serving.run(serve_options(settings, **metrics.master_hooks(LOG)), functools.partial(load_app, settings))
 
 
 def load_app(settings: Settings) -> WSGIApp:

@@ -36,6 +36,7 @@ from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import AllocationRequest, AllocationWrite, WriteResult
 from billeting.placement_client.query import UnsupportedQuery, query_string
 from billeting.scheduler import explain as explain_mod
+from billeting.scheduler import metrics
 from billeting.scheduler import query as query_mod
 from billeting.scheduler import sample as sample_mod
 from billeting.scheduler.catalog import HostCatalog
@@ -144,6 +145,7 @@ class _Claimed:
     host: HostState
     request: AllocationRequest
     weight: float
+    lost: int = 0  # claims lost before this one won
 
 
 @dataclass(slots=True)
@@ -194,14 +196,25 @@ class Scheduler:
         ``claim=False`` ranks and picks exactly the same way but writes
         nothing: every Selection comes back unclaimed, for callers that claim
         elsewhere (the simulator's "legacy" and "conductor claims" designs)."""
-        self._check(request, alternates)
-        # A request builds a few thousand small objects (host states, their
-        # caches); with the default thresholds the cyclic collector would
-        # walk them again and again, which cost as much as building them.
-        with gcpause.paused():
-            if claim and self._together is not None and self._joins_others(request):
-                return self._select_together(request, alternates)
-            return self._select_near(request, alternates, claim)
+        started = time.perf_counter()
+        try:
+            self._check(request, alternates)
+            # A request builds a few thousand small objects (host states, their
+            # caches); with the default thresholds the cyclic collector would
+            # walk them again and again, which cost as much as building them.
+            with gcpause.paused():
+                if claim and self._together is not None and self._joins_others(request):
+                    selections = self._select_together(request, alternates)
+                else:
+                    selections = self._select_near(request, alternates, claim)
+        except NoValidHost as exc:
+            metrics.observe_no_valid_host(exc.explanation)
+            raise
+        finally:
+            metrics.observe_decision(time.perf_counter() - started)
+        if claim:
+            metrics.observe_placed(len(selections))
+        return selections
 
     @staticmethod
     def _joins_others(request: ScheduleRequest) -> bool:
@@ -335,6 +348,7 @@ class Scheduler:
                                           size, not last, prepared)
             except _SampleShort:
                 prepared = None
+                metrics.observe_sample_grown()
                 LOG.debug("a sample of %d candidates held too few hosts; asking for %d", size, sizes[i + 1])
         raise AssertionError("the last sample size never grows")  # pragma: no cover
 
@@ -353,6 +367,7 @@ class Scheduler:
             # just falls back to the next host.
             LOG.info("batch claim of %d instances lost (%s); claiming one by one",
                      request.num_instances, lost)
+            metrics.observe_fallback("instances")
             return self._decide(*args, _CLAIM_EACH, None, size, grow)
 
     def _decide(self, request, alternates, located, records, level: str | None,
@@ -426,6 +441,7 @@ class Scheduler:
         The query's sample is sized for one request; the batch asks for as
         many times more as it has requests. A request the batch's sample
         could not place is decided on its own afterwards, on a larger one."""
+        metrics.observe_batch(len(batch))
         if len(batch) == 1:
             a = batch[0]
             return [_outcome(lambda: self._select(a.request, a.alternates, a.located, a.records, None, None,
@@ -455,6 +471,7 @@ class Scheduler:
             if not outcome.ok:
                 LOG.info("claims of %d requests decided together lost (%s: %s); deciding each on its own",
                          len(planned), outcome.result.value, outcome.detail)
+                metrics.observe_fallback("coalesced")
                 return [_outcome(lambda a=a: self._select(a.request, a.alternates, a.located, a.records, None,
                                                           None))
                         for a in batch]
@@ -564,11 +581,12 @@ class Scheduler:
                                    user_id=request.user_id, consumer_type=request.consumer_type,
                                    version=decision.version)
             if outcome.ok:
-                return _Claimed(instance, r.host, candidate, r.weight), lost
+                return _Claimed(instance, r.host, candidate, r.weight, lost), lost
             if outcome.result is WriteResult.CONSUMER_CONFLICT:
                 raise ConsumerConflict(f"instance {instance} already holds allocations in Placement; "
                                        "a build must use a new consumer")
             lost += 1
+            metrics.observe_claims_lost(1)
             dropped.add(r.host.uuid)  # for the rest of this request too
             LOG.info("claim for %s on %s lost (%s): %s; trying the next host",
                      instance, r.host.name, outcome.result.value, outcome.detail)
@@ -592,7 +610,8 @@ class Scheduler:
             first = Selection(service_host=rec.service_host, nodename=rec.name, compute_node_uuid=rec.uuid,
                               cell_uuid=rec.cell_uuid, consumer_uuid=c.instance, allocation_request=c.request,
                               allocation_request_version=version, claimed=claim,
-                              availability_zone=rec.availability_zone, domain_level=level, weight=c.weight)
+                              availability_zone=rec.availability_zone, domain_level=level, weight=c.weight,
+                              claims_lost=c.lost)
             line = [first]
             for r, candidate in picks:
                 alt = r.host

@@ -15,12 +15,14 @@ mid-call never has the request decided twice; the caller times out.
 from __future__ import annotations
 
 import logging
+import time
 
 import msgspec
 
 from billeting import typeinfo
-from billeting.messaging.bus import Bus, HandlerError, RemoteError, Server
+from billeting.messaging.bus import Bus, HandlerError, RemoteError, Server, sent_at
 from billeting.placement_client.client import PlacementError
+from billeting.scheduler import metrics
 from billeting.scheduler.core import (
     ConsumerConflict,
     InvalidRequest,
@@ -94,12 +96,17 @@ def serve(bus: Bus, service, *, threads: int = 4) -> Server:
     """Serve the scheduler topic on ``bus`` with ``service`` (a SchedulerService)."""
 
     def select_destinations(payload: bytes) -> bytes:
+        sent = sent_at()
+        if sent is not None:
+            metrics.observe_rpc_queue_wait(time.time() - sent)
+
         def work():
             msg = _decode_select(payload)
             # One line per call: operators (and the end-to-end test) count them.
             LOG.info("select_destinations: %d instance(s), %d alternate(s)",
                      len(msg.request.instance_uuids), msg.alternates)
-            return _encode(service.select(msg.request, msg.alternates, group=msg.group))
+            with metrics.front_door("rpc"):
+                return _encode(service.select(msg.request, msg.alternates, group=msg.group))
         return _typed_failure(work)
 
     def dry_run(payload: bytes) -> bytes:

@@ -35,6 +35,9 @@ class Selection(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     # met ("rack", "row", ...), or None when the request had to go anywhere.
     domain_level: str | None = None
     weight: float = 0.0
+    # The chosen host only: claims this instance lost to other schedulers
+    # (each on a better-ranked host) before this one won.
+    claims_lost: int = 0
 
     def claim_body(self, *, project_id: str, user_id: str, consumer_type: str | None = None) -> AllocationWrite:
         """The exact body of ``PUT /allocations/{consumer_uuid}`` that claims this Selection."""

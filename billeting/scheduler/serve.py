@@ -114,12 +114,15 @@ def load_app(config: ServiceConfig):
 
 
 def run(config: ServiceConfig) -> None:
-    """Serve the scheduler API (and its RPC topic) until a signal."""
+    """Serve the scheduler API (and its RPC topic) until a signal. Workers
+    share one directory of metric files (``GET /metrics`` adds them up),
+    which the master removes when it stops."""
     from billeting.placement.serve import render_server_error
-    from billeting.serving import ServeOptions
+    from billeting.serving import ServeOptions, metrics
     from billeting.serving import run as serve_http
 
     serve_http(ServeOptions(host=config.host, port=config.port, workers=config.workers, threads=config.threads,
                             log_level=config.log_level, process_name="billeting-scheduler",
-                            on_ready=lambda url: LOG.info("ready: %s", url), render_error=render_server_error),
+                            on_ready=lambda url: LOG.info("ready: %s", url), render_error=render_server_error,
+                            **metrics.master_hooks(LOG)),
                functools.partial(load_app, config))

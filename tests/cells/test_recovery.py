@@ -63,6 +63,12 @@ def test_a_compute_restarted_mid_build_reschedules_the_interrupted_build(deploym
     assert held(deployment, uuid) == line[1].allocation_request.as_resources()
 
 
+def _counted(name: str, **labels) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(f"billeting_conductor_{name}_total", labels) or 0.0
+
+
 def test_a_compute_that_stays_down_mid_build_is_swept_to_the_next_host(deployment):
     three_hosts(deployment, big=FakeConfig(**BIG, build_time_s=60))
     conductor = deployment.conductor(settings=EAGER)
@@ -73,7 +79,11 @@ def test_a_compute_that_stays_down_mid_build_is_swept_to_the_next_host(deploymen
     assert conductor.sweep().failed_attempts == ()  # big is up: a long build is not a failure
     deployment.computes["big"].stop()
     services.set_forced_down(engine, "big", True)  # its heartbeat has stopped
+    failures, cast = _counted("build_failures", cell="cell1"), _counted("reschedules", cell="cell1", result="cast")
     assert conductor.sweep().failed_attempts == (uuid,)
+    # The operator sees it: one lost attempt and one reschedule in cell1.
+    assert _counted("build_failures", cell="cell1") == failures + 1
+    assert _counted("reschedules", cell="cell1", result="cast") == cast + 1
     record = active(deployment, uuid)
     assert (record.host, record.num_attempts) == ("medium", 2)
     assert "went down during the build" in record.last_failure

@@ -295,3 +295,39 @@ def test_alternates_spread_through_the_ranking_or_follow_the_chosen(fleet, make_
     assert [s.nodename for s in nxt] == ["h1", "h2", "h3"]  # h0 holds the first claim now
     with pytest.raises(ValueError, match="alternates_from"):
         make_scheduler(SchedulerSettings(alternates_from="random"))
+
+
+def _metric(name: str, **labels) -> float:
+    from prometheus_client import REGISTRY
+
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def test_a_lost_claim_shows_in_the_selection_and_in_the_metrics(engine, settings, fleet, make_scheduler):
+    for i in range(3):
+        fleet.host(f"h{i}", memory_mb=32768, vcpus=16 - i)  # h0 ranks first, then h1
+    client = LosingFirstClaims(engine, settings, fleet, steal_from=["h0"])
+    lost = _metric("billeting_scheduler_claims_lost_total")
+    placed = _metric("billeting_scheduler_instances_placed_total")
+    decided = _metric("billeting_scheduler_decision_duration_seconds_count", front_door="python")
+    [[chosen, *alternates]] = make_scheduler(client=client).select_destinations(req(), alternates=2)
+    assert (chosen.nodename, chosen.claims_lost) == ("h1", 1)
+    assert [a.claims_lost for a in alternates] == [0]
+    assert _metric("billeting_scheduler_claims_lost_total") == lost + 1
+    assert _metric("billeting_scheduler_instances_placed_total") == placed + 1
+    assert _metric("billeting_scheduler_decision_duration_seconds_count", front_door="python") == decided + 1
+    [[again]] = make_scheduler().select_destinations(req())
+    assert again.claims_lost == 0 and _metric("billeting_scheduler_claims_lost_total") == lost + 1
+
+
+def test_fall_backs_and_no_valid_host_reasons_are_counted(fleet, make_scheduler, engine, settings):
+    fleet.host("a", memory_mb=32768)
+    fleet.host("b", memory_mb=16384)
+    fallbacks = _metric("billeting_scheduler_claim_fallbacks_total", kind="instances")
+    make_scheduler(client=LosingTheBatch(engine, settings, fleet)).select_destinations(req(3))
+    assert _metric("billeting_scheduler_claim_fallbacks_total", kind="instances") == fallbacks + 1
+
+    none_offered = _metric("billeting_scheduler_no_valid_host_total", reason="no_candidates")
+    with pytest.raises(NoValidHost):
+        make_scheduler().select_destinations(req(flavor=Flavor(vcpus=64, memory_mb=1024, root_gb=1)))
+    assert _metric("billeting_scheduler_no_valid_host_total", reason="no_candidates") == none_offered + 1

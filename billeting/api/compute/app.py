@@ -12,6 +12,7 @@ from billeting.api.compute import (
     flavor_access,
     flavors,
     limits,
+    metrics,
     microversion,
     migrations,
     policy,
@@ -23,6 +24,7 @@ from billeting.api.compute import (
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
 from billeting.api.inputs import names_nothing, plausible_id
 from billeting.common.policy import RuleEnforcer
+from billeting.serving.metrics import RequestMetrics, RouteLabels
 
 _ROOTS = ("", "/", "/v2.1", "/v2.1/", "/v2", "/v2/")
 # Query parameters that may be given more than once; for every other one the
@@ -89,20 +91,42 @@ class _Identity:
         resp.set_header("Content-Type", "application/json") if resp.data or resp.media is not None else None
 
 
-def make_app(deps: ComputeAPIDeps) -> falcon.App:
+class _Routes:
+    """Adds routes to the app and keeps their templates (the metrics' labels)."""
+
+    def __init__(self, app: falcon.App) -> None:
+        self.app = app
+        self.templates: list[str] = []
+
+    def add_route(self, template: str, resource, **kwargs) -> None:
+        self.app.add_route(template, resource, **kwargs)
+        self.templates.append(template)
+
+
+def _not_allowed(environ, start_response):
+    body = errors.document(405, "The method specified is not allowed for this resource.")
+    start_response("405 Method Not Allowed", [("Content-Type", "application/json"), ("Allow", "GET"),
+                                              ("Content-Length", str(len(body)))])
+    return [body]
+
+
+def make_app(deps: ComputeAPIDeps):
+    """The WSGI app: every request counted by route template, ``GET /metrics``, the API."""
     app = falcon.App(middleware=[_Identity(deps.enforcer or policy.enforcer())])
     app.req_options.strip_url_path_trailing_slash = True
     app.add_error_handler(Exception, errors.handle_any)
     app.add_error_handler(falcon.HTTPError, errors.handle_http)
     app.add_error_handler(errors.NovaError, errors.handle_nova)
-    app.add_route("/", root.Versions())
+    routes = _Routes(app)
+    routes.add_route("/", root.Versions())
     for prefix in ("/v2.1", "/v2"):
-        app.add_route(prefix, root.Version())
-        _routes(app, prefix, deps)
-    return app
+        routes.add_route(prefix, root.Version())
+        _routes(routes, prefix, deps)
+    labels = RouteLabels([*routes.templates, metrics.shared.PATH])
+    return RequestMetrics(metrics.Endpoint(app, _not_allowed), labels, metrics.observe_request)
 
 
-def _routes(app: falcon.App, p: str, deps: ComputeAPIDeps) -> None:
+def _routes(app: _Routes, p: str, deps: ComputeAPIDeps) -> None:
     srv = servers.Servers(deps)
     app.add_route(f"{p}/servers", srv)
     app.add_route(f"{p}/servers/detail", srv, suffix="detail")

@@ -14,6 +14,7 @@ schedules in a thread of its own.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import logging
 import os
@@ -198,7 +199,7 @@ def _check_policy_file(path: str | None) -> None:
 def cmd_serve(args) -> int:
     from billeting import cli
     from billeting.api.compute.errors import render_server_error  # Nova's format
-    from billeting.serving import ServeOptions, run
+    from billeting.serving import ServeOptions, metrics, run
 
     args.log_level = args.log_level.upper()
     if args.log_level not in LOG_LEVELS:
@@ -217,5 +218,6 @@ def cmd_serve(args) -> int:
     args.build_attempts = super_command.build_attempts(args)
     _check_policy_file(args.policy_file)
     _api_engine(args).dispose()
-    run(options, functools.partial(load_app, args))
+    # Workers share one directory of metric files (GET /metrics adds them up).
+    run(dataclasses.replace(options, **metrics.master_hooks(LOG)), functools.partial(load_app, args))
     return 0

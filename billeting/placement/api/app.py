@@ -29,7 +29,7 @@ from billeting.placement.api.errors import (
 )
 from billeting.placement.api.operator_endpoints import OPERATOR_PATHS, ProtectedMetrics, PublicEndpoints
 from billeting.placement.api.policy import Authorizer
-from billeting.placement.api.request_metrics import ERROR_CODE_KEY, RequestMetrics, RouteLabels
+from billeting.placement.api.request_metrics import ERROR_CODE_KEY, RouteLabels, instrument
 from billeting.placement.api.routes import load_routes
 from billeting.placement.store.outage import unavailable_reason
 from billeting.placement.store.tx import RetriesExhausted
@@ -215,4 +215,4 @@ def make_app(settings: Settings, engine: Engine):
         wsgi = cors_middleware(wsgi, settings.cors_origins, settings.cors_allow_headers)
     wsgi = PublicEndpoints(wsgi, deps, openapi.document_bytes())
     templates = [path for path, _ in load_routes()[0]] + list(OPERATOR_PATHS)
-    return RequestMetrics(auth.RequestIdMiddleware(wsgi), RouteLabels(templates))
+    return instrument(auth.RequestIdMiddleware(wsgi), RouteLabels(templates))

@@ -29,6 +29,7 @@ from billeting.scheduler.api.base import Deps
 from billeting.scheduler.api.policy import authorizer
 from billeting.scheduler.core import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
 from billeting.scheduler.service import errors
+from billeting.serving import metrics as serving_metrics
 
 LOG = logging.getLogger(__name__)
 
@@ -228,6 +229,23 @@ class _OpenAPIDocument:
         return [] if method == "HEAD" else [document]
 
 
+class _Metrics:
+    """``GET /metrics``: Prometheus text, with no token (like Placement's default:
+    scrapers carry none, and the metrics are counts and timings, no tenant data)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if environ.get("PATH_INFO") != serving_metrics.PATH:
+            return self.app(environ, start_response)
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD"):
+            return _error_reply(environ, start_response, "405 Method Not Allowed",
+                                f"The method {method} is not allowed for this resource.", [("Allow", "GET")])
+        return serving_metrics.reply(environ, start_response)
+
+
 class _RootPathFix:
     def __init__(self, app) -> None:
         self.app = app
@@ -247,4 +265,4 @@ def make_app(service, *, auth_strategy: str = "noauth2", config_file: str | None
         wsgi = auth.keystone_middleware(wsgi, config_file)
     else:
         wsgi = auth.NoAuth2Middleware(wsgi)
-    return auth.RequestIdMiddleware(_RootPathFix(_OpenAPIDocument(_OwnUnauthorized(wsgi))))
+    return auth.RequestIdMiddleware(_RootPathFix(_Metrics(_OpenAPIDocument(_OwnUnauthorized(wsgi)))))

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import functools
 
+import msgspec
 import orjson
 
 from billeting.scheduler.api import schemas
+from billeting.scheduler.selection import Selection
 
 _ERROR = {
     "type": "object",
@@ -33,6 +35,7 @@ _PATH_TEXT = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[
 _OPERATIONS: dict[tuple[str, str], tuple[str, dict | None, tuple[int, ...]]] = {
     ("/", "get"): ("The API's version document (no token needed)", None, (200,)),
     ("/openapi.json", "get"): ("This document (no token needed)", None, (200,)),
+    ("/metrics", "get"): ("Prometheus metrics, text exposition format (no token needed)", None, (200,)),
     ("/selections", "post"): ("Place instances: per instance [chosen, alternate, …], the chosen host claimed. "
                               "A body with `flavor` is the Nova form (NovaSelections).",
                               {"oneOf": [schemas.SELECTIONS, schemas.NOVA_SELECTIONS]}, (201,)),
@@ -73,7 +76,13 @@ def _operation(path: str, method: str, summary: str, body: dict | None, statuses
     for status in statuses:
         responses[str(status)] = {"description": "done"} if status == 204 else {"description": "done",
                                                                                **_JSON_OBJECT}
-    open_call = path in ("/", "/openapi.json")
+    if path == "/metrics":
+        responses["200"] = {"description": "done", "content": {"text/plain": {"schema": {"type": "string"}}}}
+    if (path, method) == ("/selections", "post"):
+        responses["201"] = {"description": "per instance [chosen, alternate, …]; the chosen's `claims_lost` "
+                                           "counts the claims it lost to other schedulers first",
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Placed"}}}}
+    open_call = path in ("/", "/openapi.json", "/metrics")
     errors = {"4XX": "refused: the detail says why"} if not open_call else {"405": "not allowed"}
     if not open_call:
         errors["503"] = "Placement or the API database could not be reached; retrying finishes the job"
@@ -96,6 +105,15 @@ def _operation(path: str, method: str, summary: str, body: dict | None, statuses
     return operation
 
 
+def _answer_schemas() -> dict:
+    """The 201 answer of ``POST /selections``, from the very Structs it is encoded from."""
+    (selection,), components = msgspec.json.schema_components([Selection],
+                                                               ref_template="#/components/schemas/{name}")
+    placed = {"type": "object", "required": ["selections"],
+              "properties": {"selections": {"type": "array", "items": {"type": "array", "items": selection}}}}
+    return {**components, "Placed": placed}
+
+
 @functools.cache
 def document() -> dict:
     paths: dict[str, dict] = {}
@@ -109,7 +127,7 @@ def document() -> dict:
         "paths": paths,
         "components": {
             "schemas": {"Error": _ERROR, "Selections": schemas.SELECTIONS,
-                        "NovaSelections": schemas.NOVA_SELECTIONS},
+                        "NovaSelections": schemas.NOVA_SELECTIONS, **_answer_schemas()},
             "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "X-Auth-Token"}},
         },
     }

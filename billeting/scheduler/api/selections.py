@@ -16,7 +16,7 @@ import msgspec
 from billeting import typeinfo
 from billeting.placement.api import util
 from billeting.placement.api.errors import HTTPProblem
-from billeting.scheduler import nova
+from billeting.scheduler import metrics, nova
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, ctx, send
 from billeting.scheduler.bounds import MAX_AMOUNT, over_amount
@@ -49,7 +49,8 @@ class Selections(Resource):
             ranked = service.dry_run(request, group=group)
             send(resp, {"hosts": ranked})
             return
-        selections = service.select(request, alternates, group=group)
+        with metrics.front_door("http"):
+            selections = service.select(request, alternates, group=group)
         send(resp, {"selections": selections}, status=201)
 
 
