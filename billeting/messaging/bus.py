@@ -39,6 +39,9 @@ LOG = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/x-billeting-envelope"
 _POLL_S = 0.005  # memory transport: how often an idle consumer looks for work
+# How long a consumer waits for a message before it looks at its stop event
+# again (and, on AMQP, at the heartbeats): a stop waits out at most this.
+_DRAIN_S = 0.1
 
 
 class Envelope(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -249,6 +252,8 @@ class Bus:
     def close(self) -> None:
         self._closed = True
         for srv in self._servers:
+            srv.request_stop()
+        for srv in self._servers:
             srv.stop()
         if self._reply_listener is not None:
             self._reply_listener.stop()
@@ -288,6 +293,11 @@ class _Listener:
             self._stop.set()
             raise BusUnavailable(f"cannot consume from {self.bus.url_shown}: {self._failed}")
 
+    def request_stop(self) -> None:
+        """Stop consuming at the end of the current drain, without waiting:
+        a process stopping many listeners asks them all before joining any."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
@@ -301,7 +311,7 @@ class _Listener:
                         self._ready.set()
                         while not self._stop.is_set():
                             try:
-                                conn.drain_events(timeout=0.25)
+                                conn.drain_events(timeout=_DRAIN_S)
                             except socket.timeout:
                                 if not self.bus.memory:
                                     conn.heartbeat_check()
@@ -373,6 +383,14 @@ class Server:
 
     def start(self) -> None:
         self.listener.start()
+
+    def request_stop(self) -> None:
+        """Begin stopping without waiting (``stop`` then waits). A server that
+        acknowledges late keeps consuming until its handlers are done."""
+        if self.ack_early:
+            self.listener.request_stop()
+        else:
+            self._closing = True
 
     def stop(self) -> None:
         if not self.ack_early:
