@@ -142,6 +142,7 @@ def open_cell_engine(args: argparse.Namespace):
 def wire(args: argparse.Namespace):
     """Everything a process of the cell named by ``args`` gets."""
     from billeting.cells.wiring import CellConfig, wire_cell
+    from billeting.messaging import BusUnavailable
 
     bus_url = transport_url(args)
     placement_url(args)  # a malformed URL is refused before the database is touched
@@ -153,7 +154,16 @@ def wire(args: argparse.Namespace):
         raise
     cell = CellConfig(name=args.cell, database_url=engine.url.render_as_string(hide_password=False),
                       transport_url=bus_url)
-    return wire_cell(cell, placement, engine=engine)
+    wiring = wire_cell(cell, placement, engine=engine)
+    try:
+        # Before the caller registers anything in the cell or Placement: a
+        # bus refused later would leave a service and its providers behind.
+        wiring.require_bus().check()
+    except BusUnavailable as exc:
+        wiring.close()
+        placement.close()
+        raise _cli().CliError(f"cell {args.cell}'s bus: {exc}") from None
+    return wiring
 
 
 def run_until_signalled(stop: Callable[[], None]) -> int:

@@ -141,6 +141,20 @@ class Bus:
             return kombu.Connection("memory://", transport_options={"polling_interval": _POLL_S})
         return kombu.Connection(self.url, heartbeat=self._heartbeat, connect_timeout=10)
 
+    def check(self, timeout: float = 5.0) -> None:
+        """Raise BusUnavailable unless the broker takes a connection now (a
+        wrong password, vhost or address): services ask before they register
+        anywhere, rather than fail with their records already written."""
+        if self.memory:
+            return
+        try:
+            with self.connect() as conn:
+                conn.ensure_connection(max_retries=1, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - every broker failure, in one line
+            text = str(exc).strip().splitlines()
+            raise BusUnavailable(f"cannot connect to {self.url_shown}: {text[0] if text else type(exc).__name__}") \
+                from None
+
     def _exchange(self) -> Exchange:
         return Exchange(self.name("billeting"), type="direct", durable=False)
 
