@@ -4,8 +4,8 @@
 
 Placement, the scheduler, the compute API, the super conductor, one cell
 conductor per cell and fake computes, on embedded SQLite files in a state
-directory (emptied at start) and ``memory://`` buses: one API bus, one per
-cell. Each cell's services get only their cell's database and bus
+directory (emptied at start, locked while it runs) and ``memory://`` buses:
+one API bus, one per cell. Each cell's services get only their cell's database and bus
 (``cells.wiring``). HTTP is served by threaded WSGI servers in this process:
 compute API on the port base, Placement on base+4, scheduler on base+5.
 Ctrl-C or SIGTERM stops everything.
@@ -22,13 +22,13 @@ import uuid as uuidlib
 from pathlib import Path
 
 from billeting.config import LOG_LEVELS
-from billeting.state_lock import LOCK_NAME
+from billeting.state_lock import LOCK_NAME, StateDirBusy, StateLock
 
 LOG = logging.getLogger("billeting")
 
 # What ``start`` writes into the state directory (SQLite adds -wal/-shm/-journal),
 # and the lock file that keeps a second ``billeting up`` out of it.
-_STATE_FILE = re.compile(r"^((placement|api|cell\d+)\.sqlite(-wal|-shm|-journal)?|billeting-up\.lock)$")
+_STATE_FILE = re.compile(rf"^((placement|api|cell\d+)\.sqlite(-wal|-shm|-journal)?|{re.escape(LOCK_NAME)})$")
 
 
 def add_parser(commands) -> None:
@@ -275,8 +275,6 @@ def cmd_up(args: argparse.Namespace) -> int:
         everything = AllInOne(args)
     except SettingsError as exc:
         raise cli.UsageError(f"billeting up: --scheduler-config: {exc}") from None
-    from billeting.state_lock import StateDirBusy, StateLock
-
     state = state_dir(args)
     try:
         # Held until this process exits: a second `billeting up` here would empty our databases.
