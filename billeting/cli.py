@@ -390,6 +390,18 @@ def check_listen(host: str, port: int) -> None:
         probe.close()
 
 
+def check_placement_url(url: str, what: str = "--placement-url") -> None:
+    """A Placement endpoint that is no http(s) URL is a usage error, found
+    before anything starts (not in a worker, as a traceback)."""
+    from billeting.placement_client.transport import check_url
+
+    try:
+        check_url(url)
+    except ValueError:
+        raise UsageError(f"{what} {_hide_password(url)!r}: expected http://HOST:PORT or https://HOST[:PORT][/PATH]") \
+            from None
+
+
 def check_app(settings: Settings) -> None:
     """Build the WSGI stack once in the master so a bad policy, keystone or
     CORS configuration stops start-up with a message, not a worker crash loop."""

@@ -4,8 +4,8 @@
 
 Placement, the scheduler, the compute API, the super conductor, one cell
 conductor per cell and fake computes, on embedded SQLite files in a state
-directory (emptied at start) and ``memory://`` buses: one API bus, one per
-cell. Each cell's services get only their cell's database and bus
+directory (emptied at start, locked while it runs) and ``memory://`` buses:
+one API bus, one per cell. Each cell's services get only their cell's database and bus
 (``cells.wiring``). HTTP is served by threaded WSGI servers in this process:
 compute API on the port base, Placement on base+4, scheduler on base+5.
 Ctrl-C or SIGTERM stops everything.
@@ -22,11 +22,13 @@ import uuid as uuidlib
 from pathlib import Path
 
 from billeting.config import LOG_LEVELS
+from billeting.state_lock import LOCK_NAME, StateDirBusy, StateLock
 
 LOG = logging.getLogger("billeting")
 
-# What ``start`` writes into the state directory (SQLite adds -wal/-shm/-journal).
-_STATE_FILE = re.compile(r"^(placement|api|cell\d+)\.sqlite(-wal|-shm|-journal)?$")
+# What ``start`` writes into the state directory (SQLite adds -wal/-shm/-journal),
+# and the lock file that keeps a second ``billeting up`` out of it.
+_STATE_FILE = re.compile(rf"^((placement|api|cell\d+)\.sqlite(-wal|-shm|-journal)?|{re.escape(LOCK_NAME)})$")
 
 
 def add_parser(commands) -> None:
@@ -67,11 +69,12 @@ class AllInOne:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.stops: list = []
+        # Asked before ``stops`` run: each service then stops at once instead
+        # of one after another, each waiting out a bus drain or a periodic task.
+        self.stop_requests: list = []
         self.scheduler_settings = scheduler_settings(getattr(args, "scheduler_config", None))
 
     def start(self) -> dict[str, str]:
-        import platformdirs
-
         from billeting.api.compute.plane import ControlPlane
         from billeting.apidb import cell_mappings, images
         from billeting.apidb import migrate as api_migrate
@@ -93,10 +96,8 @@ class AllInOne:
         from billeting.scheduler.api.app import make_app as scheduler_app
 
         a = self.args
-        state = Path(a.state_dir) if a.state_dir else Path(platformdirs.user_state_dir("billeting")) / "up"
-        if state.exists():
-            shutil.rmtree(state)
-        state.mkdir(parents=True)
+        state = state_dir(a)
+        empty_state_dir(state)
         run = uuidlib.uuid4().hex[:8]
 
         placement_url = f"sqlite:///{state / 'placement.sqlite'}"
@@ -156,6 +157,8 @@ class AllInOne:
                 service = ComputeService(wirings[cell], managers)
                 service.start()
                 computes.append(service)
+        self.stop_requests.append(lambda: [s.request_stop() for s in computes])
+        self.stop_requests.append(lambda: [c.request_stop() for c in conductors])
         self.stops.append(lambda: [s.stop() for s in computes])
         self.stops.append(lambda: [c.stop() for c in conductors])
         self.stops.append(lambda: [w.close() for w in wirings.values()])
@@ -171,10 +174,11 @@ class AllInOne:
         # The same event-loop front as `billeting serve` (timeouts, size
         # limits, errors in each service's format), in threads of this process.
         urls = {}
-        for label, port, app, errors in (
-                ("compute API", a.port_base, plane.app(), nova_errors),
-                ("Placement", a.port_base + 4, placement_app(settings, placement_engine), placement_errors),
-                ("scheduler", a.port_base + 5, scheduler_app(plane.scheduler), placement_errors)):
+        apps = {"compute API": (plane.app(), nova_errors),
+                "Placement": (placement_app(settings, placement_engine), placement_errors),
+                "scheduler": (scheduler_app(plane.scheduler), placement_errors)}
+        for label, port in service_ports(a):
+            app, errors = apps[label]
             server = ThreadedServer(app, ServeOptions(host=a.host, port=port, threads=8, graceful_timeout=5.0,
                                                       process_name=f"up-{label.split()[0].lower()}",
                                                       render_error=errors))
@@ -184,11 +188,47 @@ class AllInOne:
         return urls
 
     def stop(self) -> None:
-        for stop in self.stops:
+        for stop in self.stop_requests + self.stops:
             try:
                 stop()
             except Exception:  # noqa: BLE001 - stop the rest anyway
                 LOG.exception("while stopping")
+
+
+def service_ports(a: argparse.Namespace) -> list[tuple[str, int]]:
+    return [("compute API", a.port_base), ("Placement", a.port_base + 4), ("scheduler", a.port_base + 5)]
+
+
+def busy_port(a: argparse.Namespace) -> str | None:
+    """The first port ``start`` could not bind, named with the service that
+    wanted it: checked before anything starts (else every compute starts, and
+    the databases are emptied, for nothing)."""
+    from billeting import cli
+
+    for label, port in service_ports(a):
+        try:
+            cli.check_listen(a.host, port)
+        except cli.CliError as exc:
+            return f"the {label} {exc}"
+    return None
+
+
+def state_dir(a: argparse.Namespace) -> Path:
+    import platformdirs
+
+    return Path(a.state_dir) if a.state_dir else Path(platformdirs.user_state_dir("billeting")) / "up"
+
+
+def empty_state_dir(state: Path) -> None:
+    """Remove the last run's files, but not the lock file this process holds
+    (a new file would be a new lock, free for a second ``billeting up``)."""
+    for entry in state.iterdir():
+        if entry.name == LOCK_NAME:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def usage_problem(a: argparse.Namespace) -> str | None:
@@ -235,6 +275,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         everything = AllInOne(args)
     except SettingsError as exc:
         raise cli.UsageError(f"billeting up: --scheduler-config: {exc}") from None
+    state = state_dir(args)
+    try:
+        # Held until this process exits: a second `billeting up` here would empty our databases.
+        lock = StateLock.acquire(state)
+    except StateDirBusy as exc:
+        raise cli.UsageError(f"billeting up: state directory {state} is in use by another billeting up "
+                             f"(pid {exc.pid or 'unknown'}); stop it or give another --state-dir") from None
+    except OSError as exc:
+        raise cli.CliError(f"billeting up: cannot lock state directory {state}: {exc.strerror}") from None
+    problem = busy_port(args)
+    if problem is not None:
+        lock.release()
+        raise cli.CliError(f"billeting up: {problem}")
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
@@ -242,6 +295,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         urls = everything.start()
     except (ValueError, OSError) as exc:
         everything.stop()
+        lock.release()
         raise cli.CliError(f"billeting up: {exc}") from None
     print(f"compute API  {urls['compute API']}/v2.1   (X-Auth-Token: admin)", flush=True)
     print(f"Placement    {urls['Placement']}", flush=True)
@@ -252,5 +306,6 @@ def cmd_up(args: argparse.Namespace) -> int:
     done.wait()
     print("stopping", flush=True)
     everything.stop()
+    lock.release()
     print("stopped", flush=True)
     return 0

@@ -98,19 +98,28 @@ def transport_url(args: argparse.Namespace) -> str:
     return url
 
 
-def placement_client(args: argparse.Namespace):
-    from billeting.placement_client import PlacementUnavailable, http_client
-
+def placement_url(args: argparse.Namespace) -> str:
+    """The Placement endpoint; one that is no http(s) URL is a usage error."""
     url = args.placement_url or os.environ.get("BILLETING_PLACEMENT_URL") or DEFAULT_PLACEMENT_URL
+    _cli().check_placement_url(url)
+    return url
+
+
+def placement_client(args: argparse.Namespace):
+    """A client of the Placement ``args`` name, which has answered once."""
+    from billeting.placement_client import PlacementError, PlacementUnavailable, http_client
+
+    url = placement_url(args)
     token = args.placement_token or os.environ.get("BILLETING_PLACEMENT_TOKEN") or "admin"
-    try:
-        client = http_client(url, token=token)
-    except ValueError as exc:
-        raise _cli().CliError(f"invalid Placement URL: {exc}") from None
+    client = http_client(url, token=token)
     try:
         client.version  # noqa: B018 - negotiates, proving Placement answers
     except PlacementUnavailable as exc:
+        client.close()
         raise _cli().CliError(f"cannot reach Placement at {url}: {exc.detail}") from None
+    except PlacementError as exc:  # an answer, but not a Placement we can use
+        client.close()
+        raise _cli().CliError(f"cannot use Placement at {url}: {exc}") from None
     return client
 
 
@@ -133,8 +142,10 @@ def open_cell_engine(args: argparse.Namespace):
 def wire(args: argparse.Namespace):
     """Everything a process of the cell named by ``args`` gets."""
     from billeting.cells.wiring import CellConfig, wire_cell
+    from billeting.messaging import BusUnavailable
 
     bus_url = transport_url(args)
+    placement_url(args)  # a malformed URL is refused before the database is touched
     engine = open_cell_engine(args)
     try:
         placement = placement_client(args)
@@ -143,7 +154,16 @@ def wire(args: argparse.Namespace):
         raise
     cell = CellConfig(name=args.cell, database_url=engine.url.render_as_string(hide_password=False),
                       transport_url=bus_url)
-    return wire_cell(cell, placement, engine=engine)
+    wiring = wire_cell(cell, placement, engine=engine)
+    try:
+        # Before the caller registers anything in the cell or Placement: a
+        # bus refused later would leave a service and its providers behind.
+        wiring.require_bus().check()
+    except BusUnavailable as exc:
+        wiring.close()
+        placement.close()
+        raise _cli().CliError(f"cell {args.cell}'s bus: {exc}") from None
+    return wiring
 
 
 def run_until_signalled(stop: Callable[[], None]) -> int:

@@ -41,6 +41,10 @@ class Periodic:
         self._thread = threading.Thread(target=self._run, name=f"periodic-{self.name}", daemon=True)
         self._thread.start()
 
+    def request_stop(self) -> None:
+        """Stop after the task running now, without waiting for it."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:

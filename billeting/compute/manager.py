@@ -102,6 +102,12 @@ class ComputeManager:
                  self.wiring.name, self.driver.name, len(self.driver.node_names()))
         return recovery
 
+    def request_stop(self) -> None:
+        """Begin ``stop`` without waiting, so many hosts stop together."""
+        self._stop.set()
+        if self._server is not None:
+            self._server.request_stop()
+
     def stop(self) -> None:
         """Stop serving; builds in flight are left for recovery, as after a crash."""
         self._stop.set()

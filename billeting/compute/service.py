@@ -45,7 +45,16 @@ class ComputeService:
                 self.periodic.add(f"{m.host}.audit_allocations", s.audit_interval_s, m.audit_allocations)
             self.periodic.start()
 
+    def request_stop(self) -> None:
+        """Ask every host and the periodic thread to stop, waiting for none:
+        each waits up to a bus drain or a task, which would add up host by host."""
+        if self.periodic is not None:
+            self.periodic.request_stop()
+        for m in self.managers:
+            m.request_stop()
+
     def stop(self) -> None:
+        self.request_stop()
         if self.periodic is not None:
             self.periodic.stop()
         for m in self.managers:

@@ -140,6 +140,13 @@ class CellConductor:
             self._periodic.start()
         LOG.info("cell conductor %s serving cell %s on %s", self.name, self.wiring.name, self.bus.url_shown)
 
+    def request_stop(self) -> None:
+        """Begin ``stop`` without waiting (a process stopping several asks all first)."""
+        if self._periodic is not None:
+            self._periodic.request_stop()
+        if self._server is not None:
+            self._server.request_stop()
+
     def stop(self) -> None:
         if self._periodic is not None:
             self._periodic.stop()

@@ -118,10 +118,12 @@ def load_config(args: argparse.Namespace) -> SuperConductorConfig:
         raise _cli().CliError("the super conductor needs the API bus: --transport-url amqp://USER:PW@HOST:PORT/VHOST "
                               "(or $BILLETING_TRANSPORT_URL, or [DEFAULT] transport_url)")
     level = (args.log_level or os.environ.get("BILLETING_LOG_LEVEL") or "INFO").upper()
+    placement_url = pick(args.placement_url, "BILLETING_PLACEMENT_URL", "placement", "endpoint",
+                         "http://127.0.0.1:8778") or ""
+    _cli().check_placement_url(placement_url)
     return SuperConductorConfig(
         api_db=api_db, transport_url=transport,
-        placement_url=pick(args.placement_url, "BILLETING_PLACEMENT_URL", "placement", "endpoint",
-                           "http://127.0.0.1:8778") or "",
+        placement_url=placement_url,
         placement_token=pick(args.placement_token, "BILLETING_PLACEMENT_TOKEN", "placement", "token",
                              "admin") or "admin",
         build_attempts=build_attempts(args, path), log_level=level)

@@ -41,6 +41,9 @@ LOG = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/x-billeting-envelope"
 _POLL_S = 0.005  # memory transport: how often an idle consumer looks for work
+# How long a consumer waits for a message before it looks at its stop event
+# again (and, on AMQP, at the heartbeats): a stop waits out at most this.
+_DRAIN_S = 0.1
 
 
 class Envelope(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -147,6 +150,20 @@ class Bus:
         if self.memory:
             return kombu.Connection("memory://", transport_options={"polling_interval": _POLL_S})
         return kombu.Connection(self.url, heartbeat=self._heartbeat, connect_timeout=10)
+
+    def check(self, timeout: float = 5.0) -> None:
+        """Raise BusUnavailable unless the broker takes a connection now (a
+        wrong password, vhost or address): services ask before they register
+        anywhere, rather than fail with their records already written."""
+        if self.memory:
+            return
+        try:
+            with self.connect() as conn:
+                conn.ensure_connection(max_retries=1, timeout=timeout)
+        except Exception as exc:  # noqa: BLE001 - every broker failure, in one line
+            text = str(exc).strip().splitlines()
+            raise BusUnavailable(f"cannot connect to {self.url_shown}: {text[0] if text else type(exc).__name__}") \
+                from None
 
     def _exchange(self) -> Exchange:
         return Exchange(self.name("billeting"), type="direct", durable=False)
@@ -259,6 +276,8 @@ class Bus:
     def close(self) -> None:
         self._closed = True
         for srv in self._servers:
+            srv.request_stop()
+        for srv in self._servers:
             srv.stop()
         if self._reply_listener is not None:
             self._reply_listener.stop()
@@ -298,6 +317,11 @@ class _Listener:
             self._stop.set()
             raise BusUnavailable(f"cannot consume from {self.bus.url_shown}: {self._failed}")
 
+    def request_stop(self) -> None:
+        """Stop consuming at the end of the current drain, without waiting:
+        a process stopping many listeners asks them all before joining any."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(5)
@@ -311,7 +335,7 @@ class _Listener:
                         self._ready.set()
                         while not self._stop.is_set():
                             try:
-                                conn.drain_events(timeout=0.25)
+                                conn.drain_events(timeout=_DRAIN_S)
                             except socket.timeout:
                                 if not self.bus.memory:
                                     conn.heartbeat_check()
@@ -383,6 +407,14 @@ class Server:
 
     def start(self) -> None:
         self.listener.start()
+
+    def request_stop(self) -> None:
+        """Begin stopping without waiting (``stop`` then waits). A server that
+        acknowledges late keeps consuming until its handlers are done."""
+        if self.ack_early:
+            self.listener.request_stop()
+        else:
+            self._closing = True
 
     def stop(self) -> None:
         if not self.ack_early:

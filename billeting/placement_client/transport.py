@@ -30,13 +30,24 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
+def check_url(base_url: str) -> None:
+    """ValueError unless ``base_url`` is http(s)://HOST[:PORT][/PATH]: what
+    commands check before they start anything."""
+    parts = urlsplit(base_url.rstrip("/"))
+    try:
+        parts.port  # noqa: B018 - raises for a port that is not a number in range
+    except ValueError:
+        raise ValueError(f"not an http(s) URL (bad port): {base_url!r}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL: {base_url!r}")
+
+
 class HttpTransport:
     """Keep-alive HTTP(S) to one Placement endpoint; safe to share between threads."""
 
     def __init__(self, base_url: str, *, timeout: float = 30.0, pool_size: int = 16) -> None:
+        check_url(base_url)
         parts = urlsplit(base_url.rstrip("/"))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) URL: {base_url!r}")
         self.base_url = base_url.rstrip("/")
         self._prefix = parts.path
         self._pool = urllib3.connection_from_url(

@@ -116,3 +116,29 @@ def test_audit_reports_and_removes_orphans(deployment, cell_db, monkeypatch, cap
     assert cli.main(["audit", *cells, "--remove-unknown"]) == 0
     assert "0 orphaned, 1 unknown, 1 removed" in capsys.readouterr().out
     assert deployment.placement.get_allocations(stranger).allocations == {}
+
+
+@pytest.mark.slow
+def test_a_compute_the_bus_refuses_leaves_no_service_or_provider_behind(engine, db_url, cell_db, capsys):
+    from billeting.cells import services
+    from billeting.placement.store.engine import make_engine
+    from billeting.placement_client import http_client
+    from tests.concurrency.serve import running_server
+    from tests.conftest import AMQP_BASE
+
+    wrong_password = AMQP_BASE.replace("guest:guest@", "guest:not-the-password@") + "/"
+    with running_server(db_url, workers=1) as server:
+        assert cli.main(["compute", "--host", "refused", "--cell", "cell1", "--cell-db", cell_db,
+                         "--transport-url", wrong_password, "--placement-url", server.url]) == 1
+        line = one_line(capsys)
+        assert "cell cell1's bus: cannot connect to" in line and "not-the-password" not in line
+        client = http_client(server.url)
+        try:
+            assert [p.name for p in client.list_providers()] == []
+        finally:
+            client.close()
+    cell_engine = make_engine(cell_db)
+    try:
+        assert services.get(cell_engine, "refused") is None and services.nodes(cell_engine, "refused") == []
+    finally:
+        cell_engine.dispose()

@@ -4,6 +4,10 @@ used), never a traceback, and never a cell mapping that would stop every
 scheduler and compute API reading it."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from billeting import cli
@@ -76,3 +80,42 @@ def test_an_image_keeps_its_disk_format_for_the_scheduler(tmp_path, capsys):
         assert images.get(engine, "plain").disk_format is None
     finally:
         engine.dispose()
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    """A ``billeting`` command in a process of its own: one that wrongly
+    started serving is stopped by the timeout, and fails the test."""
+    from tests.concurrency.serve import clean_environ
+
+    return subprocess.run([sys.executable, "-m", "billeting.cli", *args], capture_output=True, text=True,
+                          timeout=20, env=clean_environ(), cwd=Path(__file__).resolve().parents[2])
+
+
+@pytest.mark.parametrize("command, url", [
+    (["compute-api", "serve", "--db", "API", "--port", "PORT"], "not-a-url"),
+    (["scheduler", "serve", "--db", "API", "--port", "PORT", "--auto-upgrade"], "http://:8778"),
+    (["super-conductor", "--db", "API", "--transport-url", "amqp://guest:guest@127.0.0.1:5672/"], "ftp://h/"),
+    (["conductor", "--cell-db", "CELL", "--auto-upgrade"], "http://127.0.0.1:99999"),
+    (["compute", "--host", "h1", "--cell-db", "CELL", "--auto-upgrade"], "127.0.0.1:8778"),
+])
+def test_a_placement_url_that_is_no_http_url_is_a_usage_error_before_anything_starts(tmp_path, command, url):
+    from tests.concurrency.serve import free_port
+
+    given = {"API": f"sqlite:///{tmp_path / 'api.sqlite'}", "CELL": f"sqlite:///{tmp_path / 'cell1.sqlite'}",
+             "PORT": str(free_port())}
+    done = _run(*[given.get(a, a) for a in command], "--placement-url", url)
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "expected http://HOST:PORT" in lines[0] and repr(url) in lines[0], done.stderr
+    assert list(tmp_path.iterdir()) == []  # no database was opened
+
+
+def test_compute_api_serve_exits_when_placement_does_not_answer(tmp_path):
+    from tests.concurrency.serve import free_port
+
+    # README: the services check Placement at start-up and exit without it.
+    done = _run("compute-api", "serve", "--db", f"sqlite:///{tmp_path / 'api.sqlite'}", "--port", str(free_port()),
+                "--placement-url", "http://127.0.0.1:9")
+    assert done.returncode == 1, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "cannot reach Placement at http://127.0.0.1:9" in lines[0], done.stderr

@@ -247,3 +247,31 @@ def test_up_takes_the_schedulers_settings_from_a_config_file(tmp_path, capsys):
     assert "unknown scheduler filter(s): NoSuchFilter" in capsys.readouterr().err
     assert not state.exists()
 
+
+
+def test_a_second_up_on_the_same_state_dir_is_refused_and_empties_nothing(up, tmp_path):
+    url, proc = up
+    h = {"X-Auth-Token": "admin", "OpenStack-API-Version": "compute 2.90"}
+    with _Client(url, h) as c:
+        r = c.post("/v2.1/flavors", json={"flavor": {"name": "kept", "ram": 512, "vcpus": 1, "disk": 1, "id": "7"}})
+        assert r.status_code == 200, r.text
+        second = subprocess.run([os.path.join(os.path.dirname(sys.executable), "billeting"), "up", "--computes", "1",
+                                 "--port-base", str(_free_base()), "--state-dir", str(tmp_path / "state")],
+                                capture_output=True, text=True, timeout=20)
+        assert second.returncode == 2, second.stderr
+        assert second.stderr.count("\n") == 1 and f"in use by another billeting up (pid {proc.pid})" in second.stderr
+        assert c.get("/v2.1/flavors/7").json()["flavor"]["name"] == "kept"  # the first's databases are whole
+
+
+def test_up_names_a_busy_port_and_its_service_before_starting_anything(tmp_path, capsys):
+    from billeting.cli import main
+
+    base, state = _free_base(), tmp_path / "state"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", base + 5))
+        taken.listen()
+        assert main(["up", "--cells", "1", "--computes", "2", "--port-base", str(base),
+                     "--state-dir", str(state)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"the scheduler cannot listen on 127.0.0.1:{base + 5}" in err, err
+    assert [p.name for p in state.iterdir()] == ["billeting-up.lock"]  # no database, no compute was made

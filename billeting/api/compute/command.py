@@ -19,6 +19,8 @@ import functools
 import logging
 import os
 
+from billeting.cells import command as cell_command
+from billeting.cells.command import DEFAULT_PLACEMENT_URL
 from billeting.cli_pools import add_pool_flags
 from billeting.conductor import super_command
 from billeting.config import LOG_LEVELS
@@ -124,7 +126,6 @@ def cmd_cell_add(args) -> int:
 
     from billeting import cli
     from billeting.apidb import cell_mappings
-    from billeting.cells import command as cell_command
 
     _name("cell name", args.name)
     # What Bus() accepts: a mapping it cannot open would stop every scheduler
@@ -175,7 +176,7 @@ def load_app(args):
 
     engine = _api_engine(args)
     config = ServiceConfig(placement_url=args.placement_url or os.environ.get("BILLETING_PLACEMENT_URL")
-                           or "http://127.0.0.1:8778", placement_token=args.placement_token,
+                           or DEFAULT_PLACEMENT_URL, placement_token=args.placement_token,
                            placement_db=args.placement_db or "")
     plane = ControlPlane(api_engine=engine, cells=CellCatalog.open(engine), placement=placement_client(config),
                          api_bus=Bus(args.transport_url) if args.transport_url else None,
@@ -214,10 +215,17 @@ def cmd_serve(args) -> int:
                                on_ready=lambda url: LOG.info("ready: %s", url), render_error=render_server_error)
     except ValueError as exc:  # workers or threads below 1
         raise cli.UsageError(str(exc)) from None
+    if not args.placement_db:
+        args.placement_url = args.placement_url or os.environ.get("BILLETING_PLACEMENT_URL") or DEFAULT_PLACEMENT_URL
+        cli.check_placement_url(args.placement_url)
     cli.configure_logging(args.log_level)
     args.build_attempts = super_command.build_attempts(args)
     _check_policy_file(args.policy_file)
     _api_engine(args).dispose()
+    if not args.placement_db:
+        # As the conductors and computes do: no Placement, no start (not a 503 on every request).
+        cell_command.placement_client(argparse.Namespace(placement_url=args.placement_url,
+                                                         placement_token=args.placement_token)).close()
     # Workers share one directory of metric files (GET /metrics adds them up).
     run(dataclasses.replace(options, **metrics.master_hooks(LOG)), functools.partial(load_app, args))
     return 0

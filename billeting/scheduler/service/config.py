@@ -178,6 +178,14 @@ def check(config: ServiceConfig) -> None:
     for name in ("catalog_refresh_s", "service_down_time", "directory_check_s"):
         if getattr(config, name) < 0:
             raise SettingsError(f"{name} must not be negative")
+    if not config.placement_db:
+        from billeting.placement_client.transport import check_url
+
+        try:
+            check_url(config.placement_url)
+        except ValueError:
+            raise SettingsError(f"placement_url {config.placement_url!r}: expected http://HOST:PORT or "
+                                "https://HOST[:PORT][/PATH]") from None
     config.log_level = str(config.log_level).upper()
     if config.log_level not in LOG_LEVELS:
         raise SettingsError(f"log_level must be one of {', '.join(LOG_LEVELS)}")
