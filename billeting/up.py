@@ -165,6 +165,7 @@ class AllInOne:
 
         from billeting.api.compute.errors import render_server_error as nova_errors
         from billeting.placement.serve import render_server_error as placement_errors
+        from billeting.scheduler.serve import render_server_error as scheduler_errors
         from billeting.serving.in_thread import ThreadedServer
         from billeting.serving.options import ServeOptions
 
@@ -174,7 +175,7 @@ class AllInOne:
         for label, port, app, errors in (
                 ("compute API", a.port_base, plane.app(), nova_errors),
                 ("Placement", a.port_base + 4, placement_app(settings, placement_engine), placement_errors),
-                ("scheduler", a.port_base + 5, scheduler_app(plane.scheduler), placement_errors)):
+                ("scheduler", a.port_base + 5, scheduler_app(plane.scheduler), scheduler_errors)):
             server = ThreadedServer(app, ServeOptions(host=a.host, port=port, threads=8, graceful_timeout=5.0,
                                                       process_name=f"up-{label.split()[0].lower()}",
                                                       render_error=errors))
