@@ -16,7 +16,10 @@ that complete while another is with the application wait in ``queue``
 worker's sweep: ``header_timeout`` from a new connection or from the first
 byte of a request to the end of its headers, ``body_timeout`` for the body,
 ``keepalive_timeout`` while idle between requests, ``send_timeout`` for a
-client that does not read its answer.
+client that does not read its answer. A deadline runs from the start of its
+phase: bytes trickling in do not restart it. At the worker's connection
+limit, the connections that have waited longest on their clients are shed
+(``shed``) to make room, rather than new clients left unanswered.
 """
 from __future__ import annotations
 
@@ -82,7 +85,8 @@ CODES = {
     "bad_content_length": 400, "bad_chunk": 400, "malformed_request": 400, "incomplete_request": 400,
     "incomplete_body": 400, "header_timeout": 408, "body_timeout": 408, "request_too_large": 413,
     "request_line_too_long": 414, "headers_too_large": 431, "internal_error": 500,
-    "unsupported_transfer_encoding": 501, "shutting_down": 503, "http_version_not_supported": 505,
+    "unsupported_transfer_encoding": 501, "shutting_down": 503, "too_many_connections": 503,
+    "http_version_not_supported": 505,
 }
 
 
@@ -144,6 +148,8 @@ class HttpConnection(asyncio.Protocol):
         # When the current wait times out (loop time); the worker sweeps all
         # connections a few times a second, cheaper than a timer per phase.
         self.deadline = math.inf
+        self.armed_for: Reading | None = None  # the client phase the deadline times (None: the server's)
+        self.armed_at = self.loop.time()  # when that wait began
 
     # --- asyncio callbacks ----------------------------------------------------
 
@@ -154,14 +160,14 @@ class HttpConnection(asyncio.Protocol):
         sockname = transport.get_extra_info("sockname")
         if isinstance(sockname, tuple):
             self.sockname = (str(sockname[0]), int(sockname[1]))
-        self.host.connection_opened(self)
         # A fresh connection must send its request within the header timeout,
         # whether it sends bytes slowly or none at all.
-        self._arm(self.options.header_timeout)
+        self._arm(self.options.header_timeout, Reading.HEAD)
+        self.host.connection_opened(self)  # (which may shed others, the longest waiting: not this one)
 
     def connection_lost(self, exc) -> None:
         self.closing = True
-        self.deadline = math.inf
+        self._disarm()
         self.body = []
         self.queue.clear()
         self.host.connection_closed(self)
@@ -258,7 +264,7 @@ class HttpConnection(asyncio.Protocol):
             raise _Limit("request_too_large", self._too_large())
         self.reading = Reading.BODY
         if self.in_flight is None and not self.queue:
-            self._arm(self.options.body_timeout)
+            self._arm(self.options.body_timeout, Reading.BODY)
             if expect_continue:
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
@@ -283,8 +289,8 @@ class HttpConnection(asyncio.Protocol):
         self.reading = Reading.HEAD
         self.head_bytes = 0
         self.body_size = 0
-        if self.in_flight is None and not self.queue:
-            self._arm(self.options.header_timeout)
+        if self.in_flight is None and not self.queue and self.armed_for is not Reading.HEAD:
+            self._arm(self.options.header_timeout, Reading.HEAD)  # (a new connection's runs from connecting)
 
     def _advance(self) -> None:
         """Start on the next queued request if none is in flight; else set the waiting deadline."""
@@ -296,7 +302,7 @@ class HttpConnection(asyncio.Protocol):
                 self._reject(item)
                 return
             self.in_flight = item
-            self.deadline = math.inf
+            self._disarm()
             self.app_started = self.loop.time()
             self.host.submit(item.request).add_done_callback(self._app_done)
             return
@@ -305,12 +311,14 @@ class HttpConnection(asyncio.Protocol):
             self.transport.resume_reading()
         if self.ending:
             self._close()
-        elif self.reading is Reading.WAIT:
-            self._arm(self.options.keepalive_timeout if self.answered_one else self.options.header_timeout)
-        elif self.reading is Reading.HEAD:
-            self._arm(self.options.header_timeout)
-        elif self.reading is Reading.BODY:
-            self._arm(self.options.body_timeout)
+        elif self.reading is Reading.WAIT and self.answered_one:
+            if self.armed_for is not Reading.WAIT:
+                self._arm(self.options.keepalive_timeout, Reading.WAIT)
+        elif self.reading is Reading.WAIT or self.reading is Reading.HEAD:
+            if self.armed_for is not Reading.HEAD:
+                self._arm(self.options.header_timeout, Reading.HEAD)
+        elif self.reading is Reading.BODY and self.armed_for is not Reading.BODY:
+            self._arm(self.options.body_timeout, Reading.BODY)
 
     def _app_done(self, future: asyncio.Future[AppResponse]) -> None:
         if self.closing:
@@ -447,12 +455,20 @@ class HttpConnection(asyncio.Protocol):
 
     # --- deadlines and closing ---------------------------------------------------------
 
-    def _arm(self, seconds: float) -> None:
-        self.deadline = self.loop.time() + seconds
+    def _arm(self, seconds: float, phase: Reading | None = None) -> None:
+        """Time out in ``seconds``; ``phase``: the client's wait this times,
+        which later reads in the same phase leave running."""
+        self.armed_at = self.loop.time()
+        self.deadline = self.armed_at + seconds
+        self.armed_for = phase
+
+    def _disarm(self) -> None:
+        self.deadline = math.inf
+        self.armed_for = None
 
     def expired(self) -> None:
         """The deadline passed (called by the worker's sweep)."""
-        self.deadline = math.inf
+        self._disarm()
         if self.closing or self.in_flight is not None:
             self.transport.abort()  # lingering, closing, or not reading its answer
         elif self.reading is Reading.HEAD:
@@ -463,6 +479,28 @@ class HttpConnection(asyncio.Protocol):
                                                   f"{self.options.body_timeout:g} seconds."))
         else:
             self._close()  # nothing was asked: a quiet close, as for any idle keep-alive connection
+
+    def stalled_since(self) -> float | None:
+        """Since when this connection has waited on its client (a request,
+        or the rest of one), for ``shed``; None while the server owes it an
+        answer or is closing it."""
+        if self.in_flight is not None or self.queue or self.closing:
+            return None
+        return self.armed_at
+
+    def shed(self) -> None:
+        """Close to make room for other clients: quietly when nothing was
+        asked, with a 503 when a request was begun, at once after an error."""
+        if self.lingering:
+            self.transport.abort()
+            return
+        if self.reading is Reading.HEAD or self.reading is Reading.BODY:
+            LOG.info("%s: shed mid-request at the connection limit", self.peer[0] if self.peer else "-")
+            self._write_error(_refusal("too_many_connections", "The server holds too many connections and this "
+                                       "request was the slowest to arrive; send it again."))
+        self.reading = Reading.STOPPED
+        self.queue.clear()
+        self._close()
 
     def _close(self) -> None:
         """Close once everything written has been sent (bounded by send_timeout)."""

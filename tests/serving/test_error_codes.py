@@ -66,7 +66,8 @@ def test_a_parser_error_of_no_known_kind_is_a_malformed_request():
 
 def test_every_code_is_exercised_here():
     tested = {case.code for case in cases()} | {"header_timeout", "body_timeout", "internal_error", "shutting_down",
-                                                "malformed_request"}
+                                                "malformed_request",
+                                                "too_many_connections"}  # test_stalled_floods.py
     assert tested == set(CODES)
 
 
