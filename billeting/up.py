@@ -168,6 +168,7 @@ class AllInOne:
 
         from billeting.api.compute.errors import render_server_error as nova_errors
         from billeting.placement.serve import render_server_error as placement_errors
+        from billeting.scheduler.serve import render_server_error as scheduler_errors
         from billeting.serving.in_thread import ThreadedServer
         from billeting.serving.options import ServeOptions
 
@@ -176,7 +177,7 @@ class AllInOne:
         urls = {}
         apps = {"compute API": (plane.app(), nova_errors),
                 "Placement": (placement_app(settings, placement_engine), placement_errors),
-                "scheduler": (scheduler_app(plane.scheduler), placement_errors)}
+                "scheduler": (scheduler_app(plane.scheduler), scheduler_errors)}
         for label, port in service_ports(a):
             app, errors = apps[label]
             server = ThreadedServer(app, ServeOptions(host=a.host, port=port, threads=8, graceful_timeout=5.0,

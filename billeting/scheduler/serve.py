@@ -15,6 +15,19 @@ from billeting.scheduler.service.config import ServiceConfig
 LOG = logging.getLogger("billeting")
 
 
+def render_server_error(status: int, code: str, detail: str):
+    """Errors the HTTP server answers itself (malformed, too large, too slow),
+    in Placement's document like every scheduler API error, always with a
+    code: ``billeting.request_too_large``, ``billeting.header_timeout``, ..."""
+    from billeting.placement.api.auth import new_request_id
+    from billeting.placement.api.errors import error_document
+    from billeting.serving import ErrorBody
+
+    request_id = new_request_id()
+    return ErrorBody("application/json", error_document(status, detail, request_id, code=f"billeting.{code}"),
+                     (("x-openstack-request-id", request_id),))
+
+
 def placement_client(config: ServiceConfig):
     """In-process Placement on ``placement_db``, or HTTP to ``placement_url``
     (a static token for noauth2, or keystoneauth from ``[placement]``)."""
@@ -117,7 +130,6 @@ def run(config: ServiceConfig) -> None:
     """Serve the scheduler API (and its RPC topic) until a signal. Workers
     share one directory of metric files (``GET /metrics`` adds them up),
     which the master removes when it stops."""
-    from billeting.placement.serve import render_server_error
     from billeting.serving import ServeOptions, metrics
     from billeting.serving import run as serve_http
 

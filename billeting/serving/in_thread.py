@@ -23,6 +23,8 @@ from billeting.serving.wsgi import AppResponse, CompleteRequest, WSGIApp
 
 LOG = logging.getLogger("billeting.serving")
 
+ACCEPT_BATCH = 32  # connections accepted per wake-up at most
+
 
 class ThreadedServer:
     """Serve one WSGI app on ``options.host:options.port`` (port 0: any free
@@ -61,6 +63,7 @@ class ThreadedServer:
 
     def connection_opened(self, conn: HttpConnection) -> None:
         self.connections.add(conn)
+        loop_parts.make_room(self.connections, self.options.max_connections)
         self._update_accepting()
 
     def sheds_one(self) -> bool:
@@ -103,18 +106,19 @@ class ThreadedServer:
             self.loop.remove_reader(self.listener.fileno())
 
     def _accept(self) -> None:
-        try:
-            sock, _ = self.listener.accept()
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return
-        except OSError as exc:  # out of descriptors: try again shortly
-            LOG.warning("cannot accept connections for now: %s", exc.strerror)
-            self.accepting = False
-            self.loop.remove_reader(self.listener.fileno())
-            self.loop.call_later(0.5, self._update_accepting)
-            return
-        loop_parts.prepare_accepted(sock)
-        self.loop.create_task(loop_parts.adopt(self.loop, self, self.options, sock))
+        for _ in range(ACCEPT_BATCH):
+            try:
+                sock, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:  # out of descriptors: try again shortly
+                LOG.warning("cannot accept connections for now: %s", exc.strerror)
+                self.accepting = False
+                self.loop.remove_reader(self.listener.fileno())
+                self.loop.call_later(0.5, self._update_accepting)
+                return
+            loop_parts.prepare_accepted(sock)
+            self.loop.create_task(loop_parts.adopt(self.loop, self, self.options, sock))
 
     # --- stopping ---------------------------------------------------------------------
 

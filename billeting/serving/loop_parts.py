@@ -9,11 +9,13 @@ steps are shared.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from concurrent.futures import Executor
 from functools import partial
+from operator import itemgetter
 
 from billeting.serving.options import ServeOptions
 from billeting.serving.protocol import HttpConnection
@@ -23,6 +25,13 @@ LOG = logging.getLogger("billeting.serving")
 
 # How often deadlines are checked: timeouts fire up to this much late.
 SWEEP_S = 0.1
+# At most this many deadlines are handled per sweep (the earliest first):
+# a thousand clients that stalled together would otherwise be answered 408
+# in one go, holding every other client up for tens of milliseconds.
+EXPIRE_PER_SWEEP = 64
+# Accepting at the connection limit sheds this share of it at a time, the
+# connections that have waited longest on their clients (see ``make_room``).
+SHED_SHARE = 16
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -64,11 +73,44 @@ async def adopt(loop: asyncio.AbstractEventLoop, host, options: ServeOptions, so
         sock.close()
 
 
-async def sweep(loop: asyncio.AbstractEventLoop, connections: Iterable[HttpConnection]) -> None:
+async def sweep(loop: asyncio.AbstractEventLoop, connections: Collection[HttpConnection]) -> None:
     """Time out connections whose phase deadline passed (header, body,
     keep-alive, linger), forever; cancel the task to stop."""
     while True:
         await asyncio.sleep(SWEEP_S)
         now = loop.time()
-        for conn in [c for c in connections if c.deadline <= now]:
+        due = [c for c in connections if c.deadline <= now]
+        if len(due) > EXPIRE_PER_SWEEP:
+            due = heapq.nsmallest(EXPIRE_PER_SWEEP, due, key=_deadline)
+        for conn in due:
             conn.expired()
+
+
+def _deadline(conn: HttpConnection) -> float:
+    return conn.deadline
+
+
+def make_room(connections: Collection[HttpConnection], max_connections: int) -> None:
+    """At the connection limit, shed the connections that have waited
+    longest on their clients (nothing sent, or half a request; and any
+    error answer lingering for its client to read it) so that new clients
+    are served instead of left in the listen queue until the stalled ones
+    time out. Shed a share at a time, so a flood of new connections costs
+    one scan per share, not one per connection."""
+    if len(connections) < max_connections:
+        return
+    live = []
+    for conn in list(connections):
+        if conn.lingering:
+            conn.shed()  # answered already, only waiting for its client to read it
+        elif not conn.closing:
+            live.append(conn)
+    if len(live) < max_connections:  # the rest are on their way out
+        return
+    waiting = [(since, conn) for conn in live if (since := conn.stalled_since()) is not None]
+    shed = heapq.nsmallest(max(1, max_connections // SHED_SHARE), waiting, key=itemgetter(0))
+    if shed:
+        LOG.warning("%d connections open, the limit: shedding the %d that waited longest on their clients",
+                    len(live), len(shed))
+    for _, conn in shed:
+        conn.shed()

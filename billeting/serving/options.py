@@ -26,9 +26,11 @@ class ErrorBody:
     headers: tuple[tuple[str, str], ...] = ()
 
 
-# (status, detail) -> the response; called in the worker's event loop, so it
-# must be quick and must not block.
-ErrorRenderer = Callable[[int, str], ErrorBody]
+# (status, code, detail) -> the response; ``code`` names what was wrong
+# (``protocol.CODES``: "request_too_large", "header_timeout", ...) for the
+# service to put in its own namespace. Called in the worker's event loop, so
+# it must be quick and must not block.
+ErrorRenderer = Callable[[int, str, str], ErrorBody]
 
 
 def reason_phrase(status: int) -> str:
@@ -38,9 +40,10 @@ def reason_phrase(status: int) -> str:
         return "Error"
 
 
-def json_errors(status: int, detail: str) -> ErrorBody:
-    """The default: ``{"errors": [{"status", "title", "detail"}]}``."""
-    body = orjson.dumps({"errors": [{"status": status, "title": reason_phrase(status), "detail": detail}]})
+def json_errors(status: int, code: str, detail: str) -> ErrorBody:
+    """The default: ``{"errors": [{"status", "title", "code", "detail"}]}``."""
+    body = orjson.dumps({"errors": [{"status": status, "title": reason_phrase(status), "code": code,
+                                     "detail": detail}]})
     return ErrorBody("application/json", body)
 
 

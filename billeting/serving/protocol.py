@@ -7,7 +7,8 @@ socket and a deadline, never a thread. Parsing is httptools' (llhttp, the
 parser of Node.js, in C: strict framing, chunked decoding); h11 did it first
 and cost more loop time per request than the rest of the loop together.
 Every response the server writes itself (malformed request, too large, too
-slow, shutting down) is rendered by the service's ``render_error``.
+slow, shutting down) is rendered by the service's ``render_error``, with a
+short code naming what was wrong (``CODES`` lists them).
 
 A connection reads one request at a time, ahead of the answers: requests
 that complete while another is with the application wait in ``queue``
@@ -15,7 +16,10 @@ that complete while another is with the application wait in ``queue``
 worker's sweep: ``header_timeout`` from a new connection or from the first
 byte of a request to the end of its headers, ``body_timeout`` for the body,
 ``keepalive_timeout`` while idle between requests, ``send_timeout`` for a
-client that does not read its answer.
+client that does not read its answer. A deadline runs from the start of its
+phase: bytes trickling in do not restart it. At the worker's connection
+limit, the connections that have waited longest on their clients are shed
+(``shed``) to make room, rather than new clients left unanswered.
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ from typing import Protocol
 import httptools
 
 from billeting.serving.options import ServeOptions, reason_phrase
-from billeting.serving.wsgi import AppResponse, CompleteRequest, error_response
+from billeting.serving.wsgi import INTERNAL_ERROR_DETAIL, AppResponse, CompleteRequest, error_response
 
 LOG = logging.getLogger("billeting.serving")
 
@@ -74,21 +78,33 @@ class _Parsed:
     keep_alive: bool
 
 
+# What the server answers itself, by code (the service puts it in its own
+# namespace, e.g. ``billeting.request_too_large``).
+CODES = {
+    "bad_method": 400, "bad_request_target": 400, "bad_request_line": 400, "bad_header": 400,
+    "bad_content_length": 400, "bad_chunk": 400, "malformed_request": 400, "incomplete_request": 400,
+    "incomplete_body": 400, "header_timeout": 408, "body_timeout": 408, "request_too_large": 413,
+    "request_line_too_long": 414, "headers_too_large": 431, "internal_error": 500,
+    "unsupported_transfer_encoding": 501, "shutting_down": 503, "too_many_connections": 503,
+    "http_version_not_supported": 505,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class _Refused:
     """A request the server answers itself with an error, then closes."""
 
     status: int
+    code: str
     detail: str
 
 
 class _Limit(Exception):
     """Raised inside a parser callback to stop parsing with this error."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, code: str, detail: str) -> None:
         super().__init__(detail)
-        self.status = status
-        self.detail = detail
+        self.refused = _Refused(CODES[code], code, detail)
 
 
 _date_cache: tuple[int, bytes] = (0, b"")
@@ -132,6 +148,8 @@ class HttpConnection(asyncio.Protocol):
         # When the current wait times out (loop time); the worker sweeps all
         # connections a few times a second, cheaper than a timer per phase.
         self.deadline = math.inf
+        self.armed_for: Reading | None = None  # the client phase the deadline times (None: the server's)
+        self.armed_at = self.loop.time()  # when that wait began
 
     # --- asyncio callbacks ----------------------------------------------------
 
@@ -142,14 +160,14 @@ class HttpConnection(asyncio.Protocol):
         sockname = transport.get_extra_info("sockname")
         if isinstance(sockname, tuple):
             self.sockname = (str(sockname[0]), int(sockname[1]))
-        self.host.connection_opened(self)
         # A fresh connection must send its request within the header timeout,
         # whether it sends bytes slowly or none at all.
-        self._arm(self.options.header_timeout)
+        self._arm(self.options.header_timeout, Reading.HEAD)
+        self.host.connection_opened(self)  # (which may shed others, the longest waiting: not this one)
 
     def connection_lost(self, exc) -> None:
         self.closing = True
-        self.deadline = math.inf
+        self._disarm()
         self.body = []
         self.queue.clear()
         self.host.connection_closed(self)
@@ -170,15 +188,15 @@ class HttpConnection(asyncio.Protocol):
         except httptools.HttpParserCallbackError as exc:
             limit = exc.__context__
             if isinstance(limit, _Limit):
-                self._refuse(limit.status, limit.detail)
+                self._refuse(limit.refused)
             else:
                 raise
         except httptools.HttpParserError as exc:
-            self._refuse(*_malformed(exc))
+            self._refuse(_malformed(exc))
         else:
             if self.reading is Reading.HEAD and self.head_bytes > self.options.max_header_size:
                 # An incomplete head past the limit (a whole one is measured in the callbacks).
-                self._refuse(*self._head_too_long())
+                self._refuse(self._head_too_long())
         if self.in_flight is not None and len(self.queue) >= PIPELINE_DEPTH and not self.reading_paused:
             self.transport.pause_reading()
             self.reading_paused = True
@@ -189,13 +207,13 @@ class HttpConnection(asyncio.Protocol):
             return False  # asyncio closes the transport
         if self.reading is Reading.HEAD or self.reading is Reading.BODY:
             if self.reading is Reading.HEAD:
-                detail = "The connection ended in the middle of the request line or headers."
+                self._refuse(_refusal("incomplete_request",
+                                      "The connection ended in the middle of the request line or headers."))
             else:
                 expected = (f"its Content-Length of {self.declared_length} bytes"
                             if self.declared_length is not None else "the final chunk")
-                detail = (f"The request body ended after {self.body_size} bytes, before {expected}; "
-                          "the request was not processed.")
-            self._refuse(400, detail)
+                self._refuse(_refusal("incomplete_body", f"The request body ended after {self.body_size} bytes, "
+                                                         f"before {expected}; the request was not processed."))
         self.reading = Reading.STOPPED
         self.ending = True
         self.eof = True
@@ -222,7 +240,7 @@ class HttpConnection(asyncio.Protocol):
         self.url_parts.append(url)
         limit = self.options.max_header_size
         if sum(map(len, self.url_parts)) + 16 > limit:
-            raise _Limit(414, f"The request line is longer than the limit of {limit} bytes.")
+            raise _Limit("request_line_too_long", f"The request line is longer than the limit of {limit} bytes.")
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self.headers.append((name.lower(), value))
@@ -231,9 +249,10 @@ class HttpConnection(asyncio.Protocol):
         limit = self.options.max_header_size
         size = sum(map(len, self.url_parts)) + 16 + sum(len(n) + len(v) + 4 for n, v in self.headers)
         if size > limit:
-            raise _Limit(431, f"The request line and headers are longer than the limit of {limit} bytes.")
+            raise _Limit("headers_too_large",
+                         f"The request line and headers are longer than the limit of {limit} bytes.")
         if self.parser.get_http_version() not in ("1.1", "1.0"):
-            raise _Limit(505, "Only HTTP/1.0 and HTTP/1.1 are supported.")
+            raise _Limit("http_version_not_supported", "Only HTTP/1.0 and HTTP/1.1 are supported.")
         self.declared_length = None
         expect_continue = False
         for name, value in self.headers:
@@ -242,17 +261,17 @@ class HttpConnection(asyncio.Protocol):
             elif name == b"expect" and value.lower() == b"100-continue":
                 expect_continue = True
         if self.declared_length is not None and self.declared_length > self.options.max_body_size:
-            raise _Limit(413, self._too_large())
+            raise _Limit("request_too_large", self._too_large())
         self.reading = Reading.BODY
         if self.in_flight is None and not self.queue:
-            self._arm(self.options.body_timeout)
+            self._arm(self.options.body_timeout, Reading.BODY)
             if expect_continue:
                 self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
         self.body_size += len(body)
         if self.body_size > self.options.max_body_size:
-            raise _Limit(413, self._too_large())
+            raise _Limit("request_too_large", self._too_large())
         self.body.append(body)
 
     def on_message_complete(self) -> None:
@@ -270,8 +289,8 @@ class HttpConnection(asyncio.Protocol):
         self.reading = Reading.HEAD
         self.head_bytes = 0
         self.body_size = 0
-        if self.in_flight is None and not self.queue:
-            self._arm(self.options.header_timeout)
+        if self.in_flight is None and not self.queue and self.armed_for is not Reading.HEAD:
+            self._arm(self.options.header_timeout, Reading.HEAD)  # (a new connection's runs from connecting)
 
     def _advance(self) -> None:
         """Start on the next queued request if none is in flight; else set the waiting deadline."""
@@ -280,10 +299,10 @@ class HttpConnection(asyncio.Protocol):
         if self.queue:
             item = self.queue.popleft()
             if isinstance(item, _Refused):
-                self._reject(item.status, item.detail)
+                self._reject(item)
                 return
             self.in_flight = item
-            self.deadline = math.inf
+            self._disarm()
             self.app_started = self.loop.time()
             self.host.submit(item.request).add_done_callback(self._app_done)
             return
@@ -292,12 +311,14 @@ class HttpConnection(asyncio.Protocol):
             self.transport.resume_reading()
         if self.ending:
             self._close()
-        elif self.reading is Reading.WAIT:
-            self._arm(self.options.keepalive_timeout if self.answered_one else self.options.header_timeout)
-        elif self.reading is Reading.HEAD:
-            self._arm(self.options.header_timeout)
-        elif self.reading is Reading.BODY:
-            self._arm(self.options.body_timeout)
+        elif self.reading is Reading.WAIT and self.answered_one:
+            if self.armed_for is not Reading.WAIT:
+                self._arm(self.options.keepalive_timeout, Reading.WAIT)
+        elif self.reading is Reading.WAIT or self.reading is Reading.HEAD:
+            if self.armed_for is not Reading.HEAD:
+                self._arm(self.options.header_timeout, Reading.HEAD)
+        elif self.reading is Reading.BODY and self.armed_for is not Reading.BODY:
+            self._arm(self.options.body_timeout, Reading.BODY)
 
     def _app_done(self, future: asyncio.Future[AppResponse]) -> None:
         if self.closing:
@@ -306,7 +327,8 @@ class HttpConnection(asyncio.Protocol):
             response = future.result()
         except BaseException:  # noqa: BLE001 - e.g. the pool shut down under it
             LOG.exception("application call failed")
-            response = error_response(self.options.render_error, 500, "The request could not be processed.")
+            response = error_response(self.options.render_error, 500, "internal_error",
+                                      "The request could not be processed.")
         self._respond(response)
 
     def _respond(self, response: AppResponse) -> None:
@@ -375,7 +397,7 @@ class HttpConnection(asyncio.Protocol):
         LOG.error("unsendable response to %s %s: %s", request.method,
                   request.target[:200].decode("latin-1"), why)
         self.in_flight = None
-        self._write_error(500, "An unexpected error prevented the server from fulfilling your request.")
+        self._write_error(_refusal("internal_error", INTERNAL_ERROR_DETAIL))
         self._close()
 
     # --- errors the server answers itself -----------------------------------------
@@ -383,27 +405,28 @@ class HttpConnection(asyncio.Protocol):
     def _too_large(self) -> str:
         return f"The request body is larger than the limit of {self.options.max_body_size} bytes."
 
-    def _head_too_long(self) -> tuple[int, str]:
+    def _head_too_long(self) -> _Refused:
         limit = self.options.max_header_size
         if not self.headers and self.reading is Reading.HEAD and not self._url_complete():
-            return 414, f"The request line is longer than the limit of {limit} bytes."
-        return 431, f"The request line and headers are longer than the limit of {limit} bytes."
+            return _refusal("request_line_too_long", f"The request line is longer than the limit of {limit} bytes.")
+        return _refusal("headers_too_large",
+                        f"The request line and headers are longer than the limit of {limit} bytes.")
 
     def _url_complete(self) -> bool:
         # on_url pieces stop once the request line ends; a header callback
         # follows only when a whole header arrived, so look at the raw count.
         return self.head_bytes - sum(map(len, self.url_parts)) > 32
 
-    def _refuse(self, status: int, detail: str) -> None:
+    def _refuse(self, refused: _Refused) -> None:
         """Queue an error answer after whatever is already queued; read no more."""
         self.reading = Reading.STOPPED
-        self.queue.append(_Refused(status, detail))
+        self.queue.append(refused)
         self.url_parts, self.headers, self.body = [], [], []
 
-    def _reject(self, status: int, detail: str, linger: float = LINGER_S) -> None:
+    def _reject(self, refused: _Refused, linger: float = LINGER_S) -> None:
         """Answer with an error, stop reading requests, close once the client had time to read it."""
-        LOG.info("%s: %d %s", self.peer[0] if self.peer else "-", status, detail)
-        self._write_error(status, detail)
+        LOG.info("%s: %d %s", self.peer[0] if self.peer else "-", refused.status, refused.detail)
+        self._write_error(refused)
         self.closing = True
         self.reading = Reading.STOPPED
         self.queue.clear()
@@ -419,8 +442,9 @@ class HttpConnection(asyncio.Protocol):
             self.transport.resume_reading()
         self._arm(linger)
 
-    def _write_error(self, status: int, detail: str) -> None:
-        page = self.options.render_error(status, detail)
+    def _write_error(self, refused: _Refused) -> None:
+        status = refused.status
+        page = self.options.render_error(status, refused.code, refused.detail)
         lines = [f"HTTP/1.1 {status} {reason_phrase(status)}".encode("latin-1"),
                  b"Content-Type: " + page.content_type.encode("latin-1"),
                  b"Content-Length: " + str(len(page.body)).encode(),
@@ -431,21 +455,52 @@ class HttpConnection(asyncio.Protocol):
 
     # --- deadlines and closing ---------------------------------------------------------
 
-    def _arm(self, seconds: float) -> None:
-        self.deadline = self.loop.time() + seconds
+    def _arm(self, seconds: float, phase: Reading | None = None) -> None:
+        """Time out in ``seconds``; ``phase``: the client's wait this times,
+        which later reads in the same phase leave running."""
+        self.armed_at = self.loop.time()
+        self.deadline = self.armed_at + seconds
+        self.armed_for = phase
+
+    def _disarm(self) -> None:
+        self.deadline = math.inf
+        self.armed_for = None
 
     def expired(self) -> None:
         """The deadline passed (called by the worker's sweep)."""
-        self.deadline = math.inf
+        self._disarm()
         if self.closing or self.in_flight is not None:
             self.transport.abort()  # lingering, closing, or not reading its answer
         elif self.reading is Reading.HEAD:
-            self._reject(408, "The request line and headers were not received within "
-                              f"{self.options.header_timeout:g} seconds.")
+            self._reject(_refusal("header_timeout", "The request line and headers were not received within "
+                                                    f"{self.options.header_timeout:g} seconds."))
         elif self.reading is Reading.BODY:
-            self._reject(408, f"The request body was not received within {self.options.body_timeout:g} seconds.")
+            self._reject(_refusal("body_timeout", "The request body was not received within "
+                                                  f"{self.options.body_timeout:g} seconds."))
         else:
             self._close()  # nothing was asked: a quiet close, as for any idle keep-alive connection
+
+    def stalled_since(self) -> float | None:
+        """Since when this connection has waited on its client (a request,
+        or the rest of one), for ``shed``; None while the server owes it an
+        answer or is closing it."""
+        if self.in_flight is not None or self.queue or self.closing:
+            return None
+        return self.armed_at
+
+    def shed(self) -> None:
+        """Close to make room for other clients: quietly when nothing was
+        asked, with a 503 when a request was begun, at once after an error."""
+        if self.lingering:
+            self.transport.abort()
+            return
+        if self.reading is Reading.HEAD or self.reading is Reading.BODY:
+            LOG.info("%s: shed mid-request at the connection limit", self.peer[0] if self.peer else "-")
+            self._write_error(_refusal("too_many_connections", "The server holds too many connections and this "
+                                       "request was the slowest to arrive; send it again."))
+        self.reading = Reading.STOPPED
+        self.queue.clear()
+        self._close()
 
     def _close(self) -> None:
         """Close once everything written has been sent (bounded by send_timeout)."""
@@ -464,23 +519,39 @@ class HttpConnection(asyncio.Protocol):
         if self.in_flight is not None:
             return  # answered with Connection: close, then closed
         if self.reading is Reading.HEAD or self.reading is Reading.BODY:
-            self._reject(503, "The server is shutting down; send the request again.", linger=SHUTDOWN_LINGER_S)
+            self._reject(_refusal("shutting_down", "The server is shutting down; send the request again."),
+                         linger=SHUTDOWN_LINGER_S)
         else:
             self._close()
 
 
-def _malformed(exc: httptools.HttpParserError) -> tuple[int, str]:
+def _refusal(code: str, detail: str) -> _Refused:
+    return _Refused(CODES[code], code, detail)
+
+
+def _malformed(exc: httptools.HttpParserError) -> _Refused:
+    """What llhttp refused, by the part of the request it names."""
     message = str(exc).rstrip(".") or "malformed request"
     if isinstance(exc, httptools.HttpParserInvalidMethodError):
-        return 400, "Malformed HTTP request: invalid method."
+        return _refusal("bad_method", "Malformed HTTP request: invalid method.")
     if isinstance(exc, httptools.HttpParserInvalidURLError):
-        return 400, "Malformed HTTP request: invalid request target."
-    if message == "Invalid HTTP version":
-        return 505, "Only HTTP/1.0 and HTTP/1.1 are supported."
+        return _refusal("bad_request_target", "Malformed HTTP request: invalid request target.")
+    if message == "Invalid HTTP version" or message == "Pause on PRI/Upgrade":  # the latter: HTTP/2's preface
+        return _refusal("http_version_not_supported", "Only HTTP/1.0 and HTTP/1.1 are supported.")
     if "Invalid character in Content-Length" in message:
         # upstream's words, which its own tests look for
-        return 400, "Malformed HTTP request: content-length header must be an integer."
-    if "Transfer-Encoding" in message and "invalid" in message:
-        return 501, ("Unsupported Transfer-Encoding: send the body with Content-Length "
-                     "or Transfer-Encoding: chunked.")
-    return 400, f"Malformed HTTP request: {message.replace('`', '')}."
+        return _refusal("bad_content_length", "Malformed HTTP request: content-length header must be an integer.")
+    detail = f"Malformed HTTP request: {message.replace('`', '')}."
+    if "Content-Length" in message:  # duplicate, overflowing, or with Transfer-Encoding
+        return _refusal("bad_content_length", detail)
+    if "Transfer-Encoding" in message:
+        return _refusal("unsupported_transfer_encoding", "Unsupported Transfer-Encoding: send the body with "
+                                                         "Content-Length or Transfer-Encoding: chunked.")
+    lowered = message.lower()
+    if "chunk" in lowered:
+        return _refusal("bad_chunk", detail)
+    if "header" in lowered:
+        return _refusal("bad_header", detail)
+    if any(word in lowered for word in ("version", "http/", "crlf", "dot")):
+        return _refusal("bad_request_line", detail)
+    return _refusal("malformed_request", detail)  # whatever a later llhttp may say

@@ -37,6 +37,9 @@ ACCEPT_BACKOFF_S = 0.5
 # DEFER_STEP_S, up to MAX_DEFER_S in all, then takes it itself.
 DEFER_STEP_S = 0.005
 MAX_DEFER_S = 0.025
+# Connections accepted per wake-up at most: a burst in the listen queue is
+# taken in a few loop turns, not one turn per connection.
+ACCEPT_BATCH = 32
 # A worker holding two connections more than an accepting sibling closes one
 # kept-alive connection after answering on it, at most once per SHED_EVERY_S,
 # so that the client's next connection lands on the sibling (see sheds_one).
@@ -134,6 +137,7 @@ class LoopWorker(Worker):
 
     def connection_opened(self, conn: HttpConnection) -> None:
         self.connections.add(conn)
+        loop_parts.make_room(self.connections, self.options.max_connections)
         self._update_accepting()
 
     def sheds_one(self) -> bool:
@@ -171,9 +175,11 @@ class LoopWorker(Worker):
     # --- accepting ---------------------------------------------------------------------
 
     def _publish(self) -> None:
-        # Pausing to leave a connection to a sibling is still "accepting".
-        accepting = self.accepting or (self.deferred_s > 0 and not self.stopping)
-        count = len(self.connections) + self.adopting if accepting else -1
+        # Not accepting, or pausing to leave a connection to a sibling: -1, so
+        # that no sibling leaves one to this worker meanwhile. (Two workers
+        # one apart used to pause for each other in turn: a burst of new
+        # connections was accepted at a few hundred a second.)
+        count = len(self.connections) + self.adopting if self.accepting else -1
         self.board.publish(self.board_slot, self.pid, count)
 
     def _update_accepting(self) -> None:
@@ -192,28 +198,31 @@ class LoopWorker(Worker):
         self._publish()
 
     def _accept(self, listener: socket.socket) -> None:
-        # While a sibling holds fewer connections, leave the waiting one in
-        # the queue for it (briefly: it may be busy, or gone); see balance.py.
-        if (self.deferred_s < MAX_DEFER_S
-                and self.board.someone_has_fewer(self.board_slot, len(self.connections) + self.adopting)):
-            self.deferred_s += DEFER_STEP_S
-            self._pause_accepting(DEFER_STEP_S, publish=False)
-            return
-        self.deferred_s = 0.0
         try:
-            sock, _ = listener.accept()
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return
-        except OSError as exc:
-            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                LOG.warning("cannot accept connections for now: %s", exc.strerror)
-                self._pause_accepting(ACCEPT_BACKOFF_S)
-                return
-            raise
-        loop_parts.prepare_accepted(sock)
-        self.adopting += 1
-        self._publish()
-        self.loop.create_task(self._adopt(sock))
+            for _ in range(ACCEPT_BATCH):
+                # While a sibling holds fewer connections, leave the waiting one in
+                # the queue for it (briefly: it may be busy, or gone); see balance.py.
+                if (self.deferred_s < MAX_DEFER_S
+                        and self.board.someone_has_fewer(self.board_slot, len(self.connections) + self.adopting)):
+                    self.deferred_s += DEFER_STEP_S
+                    self._pause_accepting(DEFER_STEP_S)
+                    return
+                self.deferred_s = 0.0
+                try:
+                    sock, _ = listener.accept()
+                except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                    return
+                except OSError as exc:
+                    if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        LOG.warning("cannot accept connections for now: %s", exc.strerror)
+                        self._pause_accepting(ACCEPT_BACKOFF_S)
+                        return
+                    raise
+                loop_parts.prepare_accepted(sock)
+                self.adopting += 1
+                self.loop.create_task(self._adopt(sock))
+        finally:
+            self._publish()
 
     def _pause_accepting(self, seconds: float, *, publish: bool = True) -> None:
         self.paused_until = self.loop.time() + seconds

@@ -117,11 +117,11 @@ def call_app(app: WSGIApp, request: CompleteRequest, render_error: ErrorRenderer
     except Exception:  # noqa: BLE001 - whatever the app raised, the client gets a 500
         LOG.exception("unhandled error serving %s %s", request.method,
                       request.target[:200].decode("latin-1"))
-        return error_response(render_error, 500, INTERNAL_ERROR_DETAIL)
+        return error_response(render_error, 500, "internal_error", INTERNAL_ERROR_DETAIL)
 
 
-def error_response(render_error: ErrorRenderer, status: int, detail: str) -> AppResponse:
-    page = render_error(status, detail)
+def error_response(render_error: ErrorRenderer, status: int, code: str, detail: str) -> AppResponse:
+    page = render_error(status, code, detail)
     headers = [(b"Content-Type", page.content_type.encode("latin-1")),
                (b"Content-Length", str(len(page.body)).encode())]
     headers += [(name.encode("latin-1"), value.encode("latin-1")) for name, value in page.headers]

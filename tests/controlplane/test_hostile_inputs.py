@@ -335,3 +335,29 @@ def test_user_data_and_block_devices_as_clients_send_them_are_accepted(plane):
     del body["server"]["imageRef"]
     resp = plane.call("POST", "/v2.1/servers", body)
     assert resp.status_code == 202, resp.text
+
+
+def _nested(depth: int, inner: bytes) -> bytes:
+    return b"[" * depth + inner + b"]" * depth
+
+
+@pytest.mark.parametrize("depth", [255, 300, 1024, 10000])
+@pytest.mark.parametrize("inner", [b"1", b'"a\\u0000b"'], ids=["int", "nul"])
+def test_a_deeply_nested_body_is_a_400_in_novas_format(plane, depth, inner):
+    """Such a body was a 500 (the validator or the message quoting it ran
+    out of recursion) up to orjson's own limit of 1024."""
+    for path, template in [
+        ("/v2.1/servers", b'{"server": {"name": "vm", "flavorRef": "1", "imageRef": "cirros", "metadata": %s}}'),
+        ("/v2.1/flavors", b'{"flavor": {"name": "f", "ram": %s, "vcpus": 1, "disk": 1}}'),
+        ("/v2.1/os-aggregates", b"%s"),
+    ]:
+        resp = plane.call("POST", path, raw=template % _nested(depth, inner))
+        assert resp.status_code == 400, (path, resp.text[:300])
+        assert resp.json["badRequest"]["code"] == 400
+        if depth < 1000:  # deeper, orjson refuses it while parsing
+            assert "levels deep" in resp.json["badRequest"]["message"], (path, resp.text[:300])
+
+
+def test_a_legitimately_nested_boot_still_works(plane):
+    plane.boot(block_device_mapping_v2=[{"boot_index": 0, "source_type": "image", "uuid": "cirros",
+                                         "destination_type": "local"}], metadata={"k": "v"})

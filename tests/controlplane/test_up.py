@@ -11,6 +11,7 @@ import requests
 import pytest
 
 from tests.cells.conftest import wait_for
+from tests.serving.refusals import cases, send
 
 
 def _free_base() -> int:
@@ -183,6 +184,18 @@ def test_up_survives_stalled_and_malformed_clients(up):
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n")
             reply = s.recv(65536).decode("latin-1")
         assert reply.startswith("HTTP/1.1 400") and '"errors"' in reply, reply
+        # Every kind of refusal, in each service's format: Nova's (its code is
+        # the status), Placement's (no microversion, so no code) and the
+        # scheduler's (Placement's document, always with a billeting code).
+        for case in cases():
+            answer = send(base, case)
+            [(_fault, nova)] = answer.json.items()
+            assert nova["code"] == case.status and nova["message"], (case.name, nova)
+            assert answer.headers["x-compute-request-id"].startswith("req-"), case.name
+            err = send(base + 4, case).error
+            assert "code" not in err and err["request_id"].startswith("req-"), (case.name, err)
+            err = send(base + 5, case).error
+            assert err["code"] == f"billeting.{case.code}" and err["request_id"].startswith("req-"), (case.name, err)
     finally:
         for s in stalled:
             s.close()

@@ -203,3 +203,35 @@ def test_a_value_the_database_cannot_keep_is_a_400_not_an_outage(api, service, m
     monkeypatch.setattr(groups, "create", too_long)
     resp = api.post("/server_groups", json={"name": "g", "policy": "affinity"})
     assert resp.status == 400 and resp.error["code"] == "billeting.invalid", resp
+
+
+def _nested(depth: int, inner: bytes) -> bytes:
+    return b"[" * depth + inner + b"]" * depth
+
+
+@pytest.mark.parametrize("depth", [255, 300, 1024, 10000])
+@pytest.mark.parametrize("inner", [b"1", b'"a\\u0000b"'], ids=["int", "nul"])
+def test_a_deeply_nested_body_is_a_400_with_a_code(api, fleet, depth, inner):
+    fleet.add("h1", vcpu=4)
+    bodies = [
+        ("POST", "/selections", b'{"instance_uuids": ["%s"], "project_id": "p", "user_id": "u", '
+                                b'"groups": [{"resources": {"VCPU": 1}, "required": %%s}]}' % new_uuid().encode()),
+        ("POST", "/server_groups", b'{"name": "g", "policy": "affinity", "rules": %s}'),
+        ("PUT", "/hosts/h1", b'{"num_instances": %s}'),
+        ("PUT", "/topology/rack/r1", b"%s"),
+        ("PUT", "/availability_zones/z1", b'{"hosts": %s}'),
+    ]
+    for method, path, template in bodies:
+        resp = api.request(method, path, body=template % _nested(depth, inner), content_type="application/json")
+        assert resp.status == 400, (method, path, resp)
+        assert resp.error["code"] == "billeting.undefined_code", (method, path, resp)
+        if depth < 1000:  # deeper, orjson refuses it while parsing
+            assert "levels deep" in resp.error["detail"], (method, path, resp)
+
+
+def test_a_legitimate_nested_request_still_places(api, fleet):
+    fleet.add("h1", vcpu=4)
+    body = simple_request()
+    body["groups"][0]["forbidden"] = ["COMPUTE_STATUS_DISABLED"]
+    resp = api.post("/selections", json=body)
+    assert resp.status == 201, resp

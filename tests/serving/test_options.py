@@ -88,17 +88,28 @@ def test_an_app_that_fails_gives_the_services_500():
     for app in (broken, no_start):
         response = call_app(app, _request(b"/", []), json_errors, multiprocess=False)
         assert response.status == 500
-        assert orjson.loads(b"".join(response.body))["errors"][0]["title"] == "Internal Server Error"
+        [err] = orjson.loads(b"".join(response.body))["errors"]
+        assert err["title"] == "Internal Server Error" and err["code"] == "internal_error"
 
 
 def test_placement_renders_server_errors_in_its_format():
-    page = render_server_error(408, "slow")
+    page = render_server_error(408, "header_timeout", "slow")
     doc = orjson.loads(page.body)
     [err] = doc["errors"]
     assert page.content_type == "application/json"
     assert err == {"status": 408, "title": "Request Timeout", "detail": "slow", "request_id": err["request_id"]}
     assert dict(page.headers) == {"x-openstack-request-id": err["request_id"]}
     assert err["request_id"].startswith("req-")
+
+
+def test_the_scheduler_renders_server_errors_in_placements_format_with_its_code():
+    from billeting.scheduler.serve import render_server_error as scheduler_server_error
+
+    page = scheduler_server_error(413, "request_too_large", "big")
+    [err] = orjson.loads(page.body)["errors"]
+    assert err == {"status": 413, "title": "Request Entity Too Large", "detail": "big",
+                   "code": "billeting.request_too_large", "request_id": err["request_id"]}
+    assert dict(page.headers) == {"x-openstack-request-id": err["request_id"]}
 
 
 def test_the_board_points_at_the_worker_with_fewer_connections():
@@ -117,7 +128,7 @@ def test_the_board_points_at_the_worker_with_fewer_connections():
 def test_the_compute_api_renders_server_errors_in_novas_format_with_a_request_id():
     from billeting.api.compute.errors import render_server_error as nova_server_error
 
-    page = nova_server_error(408, "slow")
+    page = nova_server_error(408, "header_timeout", "slow")
     doc = orjson.loads(page.body)
     assert page.content_type == "application/json"
     [(_kind, fault)] = doc.items()

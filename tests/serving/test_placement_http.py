@@ -9,6 +9,7 @@ import pytest
 
 from tests.concurrency.serve import Http, running_server
 from tests.serving.rawhttp import exchange, port_of
+from tests.serving.refusals import cases, send
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +52,11 @@ def test_errors_of_the_http_server_are_placement_errors(server, raw, status):
     err = _placement_error(exchange(port_of(server), raw), status)
     if b"Content-Length: ten" in raw:
         assert "content-length header must be an integer" in err["detail"]  # upstream's words
+
+
+@pytest.mark.parametrize("case", cases(20000), ids=lambda c: c.name)
+def test_every_refusal_of_the_http_server_is_a_placement_error(server, case):
+    _placement_error(send(port_of(server), case), case.status)
 
 
 def test_a_truncated_body_is_refused_and_writes_nothing(server, provider):

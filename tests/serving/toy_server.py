@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keepalive-timeout", type=float, default=5.0)
     parser.add_argument("--send-timeout", type=float, default=30.0)
     parser.add_argument("--max-body-size", type=int, default=1 << 20)
+    parser.add_argument("--max-connections", type=int, default=1000)
     parser.add_argument("--gate-dir", default=".")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     options = ServeOptions(host="127.0.0.1", port=args.port, workers=args.workers, threads=args.threads,
                            header_timeout=args.header_timeout, body_timeout=args.body_timeout,
                            keepalive_timeout=args.keepalive_timeout, send_timeout=args.send_timeout,
-                           max_body_size=args.max_body_size,
+                           max_body_size=args.max_body_size, max_connections=args.max_connections,
                            process_name="toy", on_ready=lambda url: logging.info("ready: %s", url))
     run(options, lambda: make_app(args.gate_dir))
 

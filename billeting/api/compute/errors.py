@@ -95,10 +95,11 @@ def handle_any(req, resp, exc: Exception, params) -> None:
     _reply(resp, 500, "Unexpected API Error. Please report this at the Billeting issue tracker.")
 
 
-def render_server_error(status: int, detail: str):
+def render_server_error(status: int, code: str, detail: str):
     """Errors the HTTP front answers itself (malformed, too large, too slow),
     in Nova's format like every other compute API error, with a request id
-    of their own as every compute API answer has."""
+    of their own as every compute API answer has. Nova's ``code`` is the
+    status, so the serving layer's ``code`` is not shown."""
     from billeting.api.compute.context import new_request_id
     from billeting.serving.options import ErrorBody
 

@@ -11,6 +11,7 @@ import orjson
 
 from billeting.api.compute.errors import bad_request
 from billeting.api.inputs import nul_at
+from billeting.api.json_depth import TOO_DEEP, too_deep
 from billeting.placement.api.util import is_uuid_like
 
 # The API database's INT columns (flavor sizes, counts) hold 32 bits on every
@@ -296,6 +297,8 @@ def body(req) -> object:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise bad_request("Malformed request body: the body is not valid JSON.") from None
+    if too_deep(raw, document):  # before anything that recurses (the NUL search, the validator)
+        raise bad_request(f"Malformed request body: {TOO_DEEP}")
     if b"\\u0000" in raw or b"\x00" in raw:  # cheap test first; the walk says where
         found = nul_at(document)
         if found is not None:

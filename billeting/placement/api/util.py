@@ -15,6 +15,7 @@ import orjson
 from jsonschema.exceptions import ValidationError, best_match
 
 from billeting.api.inputs import nul_at
+from billeting.api.json_depth import TOO_DEEP, too_deep
 from billeting.placement import providers
 from billeting.placement.api import fastcheck, negotiation
 from billeting.placement.api.context import RequestContext
@@ -267,6 +268,9 @@ def read_json(req: falcon.Request, schema: dict | None = None) -> object:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise HTTPProblem(400, f"Malformed JSON: {exc}") from None
+    # Before anything that recurses (the NUL search, the validator).
+    if too_deep(raw, data):
+        raise HTTPProblem(400, f"Malformed JSON: {TOO_DEEP}")
     # In JSON text a NUL can only be written as the escape \u0000.
     if b"\\u0000" in raw:
         where = _nul_position(data)
