@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from schemathesis.core.failures import FailureGroup
 
 
 class Tally:
@@ -67,7 +68,7 @@ def fuzz_every_operation(schema, *, path_values: dict, examples: int,
             try:
                 case.validate_response(response, checks=checks)
                 check(response)
-            except AssertionError as exc:
+            except (AssertionError, FailureGroup) as exc:  # one failed check, or several at once
                 failures.setdefault(label, f"{case.method} {case.formatted_path} {case.query!r:.200} "
                                            f"{case.body!r:.300}: {exc}"[:2000])
 
