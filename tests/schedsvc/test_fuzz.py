@@ -60,6 +60,8 @@ def seed(api, fleet) -> dict[str, list[str]]:
     return {"uuid": [group.json["uuid"], *aggregates, new_uuid()], "level": ["rack", "row", "room", "cell"],
             "name": names, ("/hosts/{name}", "name"): ["h1", "h2", "nowhere"],
             ("/availability_zones/{name}", "name"): ["az1", "az2", "nowhere"],
+            ("/topology/{level}/{name}", "level"): ["rack", "row", "room"],
+            ("/topology/{level}/{name}", "name"): ["r1", "r2", "w1", "r9"],
             ("/server_groups/{uuid}", "uuid"): [group.json["uuid"], new_uuid()],
             ("/aggregates/{uuid}", "uuid"): [*aggregates, new_uuid()]}
 
