@@ -4,9 +4,13 @@ where the API takes any) and sends them through the whole Falcon app with
 a real control plane behind it. Nothing may answer 5xx; every error is in
 Nova's format (``{"<kind>": {"code": N, "message": "…"}}``).
 
-The OpenAPI document here is the test's, not a product: it lists the calls
-that take input, with the server, flavor and group ids of a seeded plane
-as path values. ``BILLETING_FUZZ_SCALE=N`` multiplies the examples."""
+The calls the API's OpenAPI document describes (``billeting.api.compute.
+openapi``: servers, flavors, services, hypervisors, zones) must also answer
+with a status, content type and body the document lists. The test adds the
+other calls that take input, with any answer allowed, and narrows some
+request bodies (a flavor and image that exist) so that the build path is
+reached; the server, flavor and group ids of a seeded plane are the path
+values. ``BILLETING_FUZZ_SCALE=N`` multiplies the examples."""
 from __future__ import annotations
 
 import copy
@@ -17,9 +21,14 @@ import pytest
 import schemathesis
 from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
-from billeting.api.compute import schemas
-from tests.schema_fuzz import fuzz_every_operation
+from billeting.api.compute import openapi, schemas
+from tests.schema_fuzz import Tally, fuzz_every_operation
 
 EXAMPLES = 15 * int(os.environ.get("BILLETING_FUZZ_SCALE", "1"))
 
@@ -138,7 +147,26 @@ DOCUMENT = {
     },
 }
 
-VERSIONS = st.sampled_from(["2.90"] * 4 + ["2.1", "2.53", "2.64"])
+
+
+def _with_the_document(test_doc: dict) -> dict:
+    """The API's document, with the test's narrowed bodies and its query lists,
+    plus the test's other calls (answers not described: anything but a 5xx)."""
+    merged = copy.deepcopy(openapi.document())
+    for path, methods in test_doc["paths"].items():
+        for method, op in methods.items():
+            described = merged["paths"].setdefault(path, {}).get(method)
+            if described is None:
+                merged["paths"][path][method] = op
+                continue
+            for key in ("requestBody", "parameters"):
+                if key in op:
+                    described[key] = op[key]
+    return merged
+
+
+VERSIONS = st.sampled_from(["2.90"] * 4 + ["2.1", "2.53", "2.64", "2.47", "2.87"])
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
 def _nova_error(response) -> None:
@@ -157,13 +185,22 @@ def test_no_input_makes_the_compute_api_fail(plane_factory):
               "key": ["hw:cpu_policy", "resources:VCPU", "trait:HW_CPU_X86_AVX2", "x"],
               "service_id": [s["id"] for s in services][:2] + ["nope"],
               "aggregate_id": [str(plane.call("POST", "/v2.1/os-aggregates", {"aggregate": {
-                  "name": "fuzzed", "availability_zone": "az1"}}).json["aggregate"]["id"]), "2", "nope"]}
-    schema = schemathesis.openapi.from_dict(DOCUMENT)
+                  "name": "fuzzed", "availability_zone": "az1"}}).json["aggregate"]["id"]), "2", "nope"],
+              "hypervisor_id": [h["id"] for h in plane.call("GET", "/v2.1/os-hypervisors").json["hypervisors"]]
+              + ["1", "nope"]}
+    schema = schemathesis.openapi.from_dict(_with_the_document(DOCUMENT))
     schema.app = plane.client.app
 
     def prepare(case, version):
         case.headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": f"compute {version}"}
 
+    tally = Tally()
     failures = fuzz_every_operation(schema, path_values=values, examples=EXAMPLES, variant=VERSIONS,
-                                    prepare=prepare, checks=[not_a_server_error], check=_nova_error)
+                                    prepare=prepare, checks=CHECKS, check=_nova_error, tally=tally)
     assert not failures, "\n".join(f"{label}: {text}" for label, text in failures.items())
+    # The described answers were met, not only errors.
+    for label, status in [("POST /v2.1/servers", 202), ("GET /v2.1/servers/detail", 200),
+                          ("GET /v2.1/servers/{server_id}", 200), ("GET /v2.1/flavors/{flavor_id}", 200),
+                          ("GET /v2.1/os-hypervisors/{hypervisor_id}", 200), ("GET /v2.1/os-services", 200),
+                          ("GET /v2.1/os-availability-zone/detail", 200)]:
+        assert tally.answered(label, status), (label, status, str(tally.statuses.get(label)))

@@ -85,6 +85,6 @@ def test_the_201_answer_says_how_many_claims_were_lost(engine, settings, placeme
     assert alternate["nodename"] == "h2" and "claims_lost" not in alternate  # 0, the default, is left out
     document = api.get("/openapi.json").json
     answer = document["paths"]["/selections"]["post"]["responses"]["201"]["content"]["application/json"]
-    assert answer["schema"] == {"$ref": "#/components/schemas/Placed"}
+    assert answer["schema"] == {"$ref": "#/components/schemas/SelectionList"}
     assert document["components"]["schemas"]["Selection"]["properties"]["claims_lost"] == {"type": "integer",
                                                                                          "default": 0}
