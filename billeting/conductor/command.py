@@ -1,7 +1,7 @@
 """``billeting conductor``: run a cell conductor.
 
     billeting conductor --cell C [--cell-db URL] [--transport-url URL] [--placement-url URL]
-                        [--max-attempts N] [--sweep-interval S] ...
+                        [--max-attempts N] [--sweep-interval S] [--metrics-port P] ...
 
 Several conductors of one cell share its queue; each message goes to one.
 """
@@ -36,6 +36,10 @@ def add_parser(commands) -> None:
     p.add_argument("--delete-timeout", type=float, default=None, metavar="SECONDS")
     p.add_argument("--build-timeout", type=float, default=None, metavar="SECONDS",
                    help="fail builds on a live compute that take longer (default 0: never)")
+    p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                   help="serve Prometheus metrics (reschedules, lost builds per cell) at "
+                        "http://--metrics-host:PORT/metrics (default: not served)")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="the address of --metrics-port")
     add_pool_flags(p)
     p.set_defaults(func=cmd_conductor)
 
@@ -58,12 +62,28 @@ def build_conductor(args: argparse.Namespace, wiring):
     return CellConductor(wiring, conductor_settings(args), name=args.name)
 
 
+def _serve_metrics(host: str, port: int, undo):
+    """prometheus_client's own exporter in a thread: this process's counters
+    (a standalone conductor has no other HTTP server)."""
+    from prometheus_client import start_http_server
+
+    try:
+        server, _ = start_http_server(port, addr=host)
+    except OSError as exc:
+        undo()
+        raise cell_command._cli().CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+    LOG.info("metrics at http://%s:%d/metrics", host, port)
+    return server
+
+
 def cmd_conductor(args: argparse.Namespace) -> int:
     from billeting.messaging import BusUnavailable
 
     cli = cell_command._cli()
     cli.configure_logging(cell_command.log_level(args))
     conductor_settings(args)
+    if args.metrics_port is not None and not 1 <= args.metrics_port <= 65535:
+        raise cli.UsageError(f"--metrics-port must be between 1 and 65535, not {args.metrics_port}")
     wiring = cell_command.wire(args)
     conductor = build_conductor(args, wiring)
     try:
@@ -72,8 +92,13 @@ def cmd_conductor(args: argparse.Namespace) -> int:
         conductor.stop()
         wiring.close()
         raise cli.CliError(f"cell {args.cell}'s bus: {exc}") from None
+    exporter = None
+    if args.metrics_port is not None:
+        exporter = _serve_metrics(args.metrics_host, args.metrics_port, lambda: (conductor.stop(), wiring.close()))
 
     def stop() -> None:
+        if exporter is not None:
+            exporter.shutdown()
         conductor.stop()
         wiring.close()
 

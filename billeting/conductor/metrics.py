@@ -2,8 +2,8 @@
 
 They live in prometheus_client's default registry of the process the
 conductor runs in: ``billeting up`` (the all-in-one) serves them on the
-compute API's ``GET /metrics``. A standalone ``billeting conductor`` has no
-HTTP server, so nothing scrapes them there yet.
+compute API's ``GET /metrics``; a standalone ``billeting conductor`` serves
+them with ``--metrics-port``.
 """
 from __future__ import annotations
 

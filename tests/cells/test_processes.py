@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import socket
+import urllib.request
 import uuid as uuidlib
 from pathlib import Path
 
@@ -79,6 +81,12 @@ class Proc:
             self.log.unlink(missing_ok=True)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.mark.parametrize("recovery", ["compute-restarts", "compute-stays-down"])
 def test_a_compute_killed_mid_build_leaves_a_truthful_instance_and_no_leak(engine, db_url, cell_db,
                                                                           amqp_vhost_factory, recovery, capsys):
@@ -97,8 +105,9 @@ def test_a_compute_killed_mid_build_leaves_a_truthful_instance_and_no_leak(engin
             others = Proc("others", "compute", "--host", "medium", "--memory-mb", "32768", "--host", "little",
                           "--memory-mb", "32768", "--vcpus", "16", "--disk-gb", "500", "--report-interval", "0.5",
                           *common).start()
+            metrics_port = _free_port()
             conductor = Proc("conductor", "conductor", "--sweep-interval", "0.5", "--service-down-time", down_after,
-                             *common).start()
+                             "--metrics-port", str(metrics_port), *common).start()
             procs.extend((big, others, conductor))
             big.wait_for_line("compute big serving")
             others.wait_for_line("compute host(s) of cell cell1 running")
@@ -136,6 +145,9 @@ def test_a_compute_killed_mid_build_leaves_a_truthful_instance_and_no_leak(engin
             assert [h.host for h in record.hosts_tried] == ["big", line[1].service_host]
             assert client.get_allocations(uuid).as_resources() == line[1].allocation_request.as_resources()
             assert services.node(cell_engine, line[0].compute_node_uuid).failed_builds == 1
+            # The standalone conductor's own exporter counts the reschedule it cast.
+            scraped = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+            assert 'billeting_conductor_reschedules_total{cell="cell1",result="cast"} 1.0' in scraped, scraped
 
             # `billeting audit` (in this process: it is a one-shot command) finds nothing to remove.
             assert main(["audit", "--cell", f"cell1={cell_db}", "--placement-url", server.url]) == 0
