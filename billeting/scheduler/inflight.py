@@ -102,9 +102,15 @@ class InFlight:
         try:
             answer = work()
         except BaseException:
-            self._end(request_id, answered=False)
+            self._end(request_id)
             raise
-        self._end(request_id, answered=True)
+        if not self._end(request_id):
+            # Not renewed for a grace period (the database was out of reach,
+            # the process starved): a sweeper took the record, perhaps
+            # before the claims were made. None may stay.
+            self._release(tuple(instances))
+            raise ClaimsReleased("the claims of this request were released while it was decided (the scheduler "
+                                 "could not renew its record of them); try again")
         return answer
 
     def begin(self, instances: Sequence[str]) -> str:
@@ -124,16 +130,12 @@ class InFlight:
             raise
         return request_id
 
-    def _end(self, request_id: str, *, answered: bool) -> None:
+    def _end(self, request_id: str) -> bool:
+        """Remove the record; False when it was not there any more."""
         try:
-            removed = records.forget(self.engine, [request_id])
+            return records.forget(self.engine, [request_id]) > 0
         finally:
             self._drop(request_id)
-        if answered and not removed:
-            # Not renewed for a grace period (the database was out of reach):
-            # a sweeper took the record and releases the claims.
-            raise ClaimsReleased("the claims of this request were released while it was decided (the scheduler "
-                                 "could not renew its record of them); try again")
 
     def _drop(self, request_id: str) -> None:
         with self._lock:
@@ -152,8 +154,8 @@ class InFlight:
             try:
                 claims.unclaim(self.client, instance)
             except PlacementError as exc:
-                LOG.error("could not release the claim of %s, whose answer was not delivered: %s", instance, exc)
-        LOG.warning("released the claims of %s: the answer could not be delivered", ", ".join(instances))
+                LOG.error("could not release the claim of %s, whose caller got no Selections: %s", instance, exc)
+        LOG.warning("released the claims of %s: its caller got no Selections", ", ".join(instances))
 
     # --- the background thread -------------------------------------------------------
 
@@ -193,6 +195,8 @@ class InFlight:
         for old in records.stale(self.engine, before):
             mine = str(uuidlib.uuid4())
             with self._lock:
+                if old.request_id in self._active:
+                    continue  # this process's own, still being decided: it renews it next
                 self._active.add(mine)  # renewed while this process releases them
             try:
                 instances = records.take_over(self.engine, old, mine, self.owner, before, now)
