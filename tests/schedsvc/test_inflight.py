@@ -95,10 +95,13 @@ def test_a_renewed_record_is_not_swept(recorded, placement, apidb):
     service, _ = recorded
     instance = new_uuid()
     request_id = service.inflight.begin([instance])  # this process's request, still being decided
+    other = InFlight(apidb, placement, grace_s=GRACE_S, owner="other:1")
     _age(apidb, instance, GRACE_S + 5)
     service.inflight.renew()
-    assert service.inflight.sweep() == 0 and _records(apidb) == {instance: "test:1"}
-    service.inflight._end(request_id, answered=False)
+    assert other.sweep() == 0 and _records(apidb) == {instance: "test:1"}
+    _age(apidb, instance, GRACE_S + 5)
+    assert service.inflight.sweep() == 0, "a process never sweeps a request it is deciding"
+    service.inflight._end(request_id)
     assert _records(apidb) == {}
 
 
@@ -134,15 +137,22 @@ def test_an_instance_in_flight_is_refused_until_its_orphaned_claims_are_swept(re
     assert placement.get_allocations(instance).allocations != {}
 
 
-def test_a_request_whose_record_was_swept_meanwhile_is_not_answered_with_selections(recorded, apidb):
+@pytest.mark.parametrize("swept", ["after the claim", "before the claim"])
+def test_a_request_whose_record_was_swept_meanwhile_is_not_answered_with_selections(recorded, apidb, swept):
     service, _ = recorded
     instance = new_uuid()
     sweeper = InFlight(apidb, service.client, grace_s=GRACE_S, owner="other:1")
 
-    def decide():
-        service.scheduler.select_destinations(_typed(instance))
+    def sweep_as_if_stale():
         # This process could not renew for a grace period; another swept.
-        assert sweeper.sweep(now=_now() + timedelta(seconds=GRACE_S + 5)) == 1
+        sweeper.sweep(now=_now() + timedelta(seconds=GRACE_S + 5))
+
+    def decide():
+        if swept == "before the claim":
+            sweep_as_if_stale()
+        service.scheduler.select_destinations(_typed(instance))
+        if swept == "after the claim":
+            sweep_as_if_stale()
         return "selections"
 
     with pytest.raises(ClaimsReleased):
