@@ -308,8 +308,25 @@ instance_actions = Table(
     **MYSQL,
 )
 
+# Claims a scheduler is making or has made for a request not yet answered:
+# a row per instance, written before the claim and removed when the answer
+# is handed over. A row its process stopped renewing names claims nobody
+# was told about; a live scheduler releases them (scheduler/inflight.py).
+claims_in_flight = Table(
+    "claims_in_flight",
+    metadata,
+    Column("instance_uuid", String(36), primary_key=True),
+    Column("request_id", String(36), nullable=False),  # one request's rows, renewed and removed together
+    Column("owner", String(255), nullable=False),      # host:pid, for the log
+    Column("created_at", DateTime, nullable=False),
+    Column("renewed_at", DateTime, nullable=False),
+    Index(None, "request_id"),
+    Index(None, "renewed_at"),
+    **MYSQL,
+)
+
 # Rows users create, children first (for tests that wipe the database).
-USER_DATA_TABLES = (instance_actions, images, request_specs, build_requests, instance_mappings, host_mappings,
-                    cell_mappings, flavor_projects, flavor_extra_specs, flavors,
+USER_DATA_TABLES = (claims_in_flight, instance_actions, images, request_specs, build_requests, instance_mappings,
+                    host_mappings, cell_mappings, flavor_projects, flavor_extra_specs, flavors,
                     server_group_members, server_groups, host_reports, topology_domains,
                     aggregate_hosts, aggregate_metadata, aggregates)

@@ -27,6 +27,7 @@ _BUILT: list = []
 
 def _build() -> None:
     global DECISIONS, PLACED, CLAIMS_LOST, FALLBACKS, BATCH_SIZE, NO_VALID_HOST, SAMPLE_GROWN, RPC_QUEUE_WAIT
+    global ORPHANS_SWEPT
     for old in _BUILT:
         REGISTRY.unregister(old)
     _BUILT.clear()
@@ -55,8 +56,11 @@ def _build() -> None:
         _P + "rpc_queue_wait_seconds", "Time from a select_destinations message being sent to a scheduler "
         "thread taking it (the sender's clock against ours).",
         buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
+    ORPHANS_SWEPT = Counter(
+        _P + "orphaned_claims_swept", "Instances whose claims a scheduler released because the request that "
+        "made them was left unanswered by a scheduler process that stopped.")
     _BUILT.extend([DECISIONS, PLACED, CLAIMS_LOST, FALLBACKS, BATCH_SIZE, NO_VALID_HOST, SAMPLE_GROWN,
-                   RPC_QUEUE_WAIT])
+                   RPC_QUEUE_WAIT, ORPHANS_SWEPT])
     # Every labelled series from the start, so a scrape shows zeros, not gaps.
     for door in FRONT_DOORS:
         DECISIONS.labels(door)
@@ -106,6 +110,10 @@ def observe_batch(size: int) -> None:
 
 def observe_sample_grown() -> None:
     SAMPLE_GROWN.inc()
+
+
+def observe_orphans_swept(instances: int) -> None:
+    ORPHANS_SWEPT.inc(instances)
 
 
 def observe_rpc_queue_wait(seconds: float) -> None:

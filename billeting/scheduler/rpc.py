@@ -105,8 +105,10 @@ def serve(bus: Bus, service, *, threads: int = 4) -> Server:
             # One line per call: operators (and the end-to-end test) count them.
             LOG.info("select_destinations: %d instance(s), %d alternate(s)",
                      len(msg.request.instance_uuids), msg.alternates)
+            # The record of the claims in flight goes as the reply is handed to the bus (see ``inflight``).
             with metrics.front_door("rpc"):
-                return _encode(service.select(msg.request, msg.alternates, group=msg.group))
+                return service.inflight.run(msg.request.instance_uuids, lambda: _encode(
+                    service.select(msg.request, msg.alternates, group=msg.group)))
         return _typed_failure(work)
 
     def dry_run(payload: bytes) -> bytes:

@@ -76,6 +76,7 @@ def api_db_url(config: ServiceConfig) -> str:
 
 def build_service(config: ServiceConfig):
     from billeting.apidb.engine import make_engine, normalize_url
+    from billeting.scheduler.inflight import InFlight
     from billeting.scheduler.service.runtime import SchedulerService
 
     url = api_db_url(config)
@@ -84,9 +85,15 @@ def build_service(config: ServiceConfig):
     # must not hold that file's write lock while claiming in it.
     shared_sqlite = bool(config.placement_db) and url.startswith("sqlite") and \
         normalize_url(url) == normalize_url(config.placement_db)
-    return SchedulerService(placement_client(config), engine, config.scheduler_settings(),
+    client = placement_client(config)
+    # Every scheduler process records its claims in flight and sweeps those
+    # of processes that died before answering.
+    inflight = InFlight(engine, client, grace_s=config.orphaned_claims_grace_s)
+    inflight.start()
+    return SchedulerService(client, engine, config.scheduler_settings(),
                             down_after_s=config.service_down_time, directory_check_s=config.directory_check_s,
-                            group_lock_in_process=shared_sqlite, reports=cell_reports(engine, config))
+                            group_lock_in_process=shared_sqlite, reports=cell_reports(engine, config),
+                            inflight=inflight)
 
 
 def cell_reports(engine, config: ServiceConfig):

@@ -321,14 +321,15 @@ class HttpConnection(asyncio.Protocol):
             self._arm(self.options.body_timeout, Reading.BODY)
 
     def _app_done(self, future: asyncio.Future[AppResponse]) -> None:
-        if self.closing:
-            return  # the client went away meanwhile; the work is done, the answer is dropped
         try:
             response = future.result()
         except BaseException:  # noqa: BLE001 - e.g. the pool shut down under it
             LOG.exception("application call failed")
             response = error_response(self.options.render_error, 500, "internal_error",
                                       "The request could not be processed.")
+        if self.closing:
+            response.not_sent()  # the client went away meanwhile; the work is done, the answer is dropped
+            return
         self._respond(response)
 
     def _respond(self, response: AppResponse) -> None:
@@ -346,6 +347,7 @@ class HttpConnection(asyncio.Protocol):
         has_date = False
         for name, value in response.headers:
             if b"\n" in value or b"\r" in value or b"\n" in name or b"\r" in name or b":" in name:
+                response.not_sent()
                 return self._unsendable(f"header {name!r} cannot be sent")
             low = name.lower()
             if low == b"content-length":
@@ -358,6 +360,7 @@ class HttpConnection(asyncio.Protocol):
             lines.append(b"%s: %s\r\n" % (name, value))
         if declared is not None:
             if not bodyless and declared.strip() != b"%d" % length:
+                response.not_sent()
                 return self._unsendable(f"Content-Length {declared!r} but a body of {length} bytes")
             lines.append(b"Content-Length: %s\r\n" % declared)
         elif response.status not in (204, 304):

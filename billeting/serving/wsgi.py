@@ -21,6 +21,10 @@ LOG = logging.getLogger("billeting.serving")
 WSGIApp = Callable[[dict, Callable], Iterable[bytes]]
 
 INTERNAL_ERROR_DETAIL = "An unexpected error prevented the server from fulfilling your request."
+# An application may append callables to ``environ[UNSENT_KEY]``: the server
+# calls them (on its event loop: they must not block) when the response it
+# gave could not be handed to the connection, e.g. its client went away.
+UNSENT_KEY = "billeting.serving.unsent"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,18 @@ class AppResponse:
     reason: bytes
     headers: list[tuple[bytes, bytes]]
     body: list[bytes]
+    unsent: tuple[Callable[[], None], ...] = ()  # see UNSENT_KEY
+
+    def not_sent(self) -> None:
+        call_unsent(self.unsent)
+
+
+def call_unsent(callbacks) -> None:
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 - one failing callback must not stop the others
+            LOG.exception("a callback for a response not sent failed")
 
 
 def build_environ(request: CompleteRequest, *, multiprocess: bool) -> dict:
@@ -101,8 +117,11 @@ def call_app(app: WSGIApp, request: CompleteRequest, render_error: ErrorRenderer
         return written.append
 
     written: list[bytes] = []
+    unsent: list[Callable[[], None]] = []
     try:
-        result = app(build_environ(request, multiprocess=multiprocess), start_response)
+        environ = build_environ(request, multiprocess=multiprocess)
+        environ[UNSENT_KEY] = unsent
+        result = app(environ, start_response)
         try:
             body = written + [bytes(chunk) for chunk in result if chunk]
         finally:
@@ -113,10 +132,11 @@ def call_app(app: WSGIApp, request: CompleteRequest, render_error: ErrorRenderer
             raise RuntimeError("the application returned without calling start_response")
         code, _, reason = started[0].partition(" ")
         headers = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in started[1]]
-        return AppResponse(int(code), reason.encode("latin-1"), headers, body)
+        return AppResponse(int(code), reason.encode("latin-1"), headers, body, tuple(unsent))
     except Exception:  # noqa: BLE001 - whatever the app raised, the client gets a 500
         LOG.exception("unhandled error serving %s %s", request.method,
                       request.target[:200].decode("latin-1"))
+        call_unsent(unsent)  # the application's own answer is replaced
         return error_response(render_error, 500, "internal_error", INTERNAL_ERROR_DETAIL)
 
 

@@ -11,6 +11,8 @@ caller's.
 """
 from __future__ import annotations
 
+import functools
+
 import msgspec
 
 from billeting import typeinfo
@@ -23,6 +25,7 @@ from billeting.scheduler.bounds import MAX_AMOUNT, over_amount
 from billeting.scheduler.directory import CELL_LEVEL, Directory
 from billeting.scheduler.request import Destination, ScheduleRequest
 from billeting.scheduler.service.errors import UNKNOWN_LEVEL, BadRequest
+from billeting.serving.wsgi import UNSENT_KEY
 
 
 class Selections(Resource):
@@ -49,9 +52,18 @@ class Selections(Resource):
             ranked = service.dry_run(request, group=group)
             send(resp, {"hosts": ranked})
             return
-        with metrics.front_door("http"):
-            selections = service.select(request, alternates, group=group)
-        send(resp, {"selections": selections}, status=201)
+        instances = request.instance_uuids
+
+        def answer() -> None:
+            with metrics.front_door("http"):
+                selections = service.select(request, alternates, group=group)
+            send(resp, {"selections": selections}, status=201)
+
+        # Claims recorded while in flight (see ``inflight``): the record goes
+        # as the answer is handed to the server; if the server then cannot
+        # deliver it, nobody was told of these claims and they are released.
+        service.inflight.run(instances, answer)
+        req.env.setdefault(UNSENT_KEY, []).append(functools.partial(service.inflight.release, instances))
 
 
 def canonical_uuids(request: ScheduleRequest) -> ScheduleRequest:

@@ -10,7 +10,7 @@ sections are the scheduler's own, so one file can configure Placement
     [placement]           endpoint, connection, token (+ keystoneauth options)
     [messaging]           transport_url
     [scheduler]           topology_levels, max_placement_results, default_cell, catalog_refresh_s,
-                          service_down_time, limit_tenants_to_placement_aggregate,
+                          service_down_time, orphaned_claims_grace_s, limit_tenants_to_placement_aggregate,
                           placement_aggregate_required_for_tenants,
                           enable_isolated_aggregate_filtering, image_metadata_prefilter,
                           query_placement_for_image_type_support, coalesce_requests
@@ -60,6 +60,9 @@ class ServiceConfig:
     default_cell: str = "cell1"
     catalog_refresh_s: float = 60.0
     service_down_time: float = 60.0
+    # Claims of a request whose scheduler stopped before answering are
+    # released once its record went this long without renewal (``inflight``).
+    orphaned_claims_grace_s: float = 60.0
     directory_check_s: float = 1.0
     limit_tenants_to_placement_aggregate: bool = False
     placement_aggregate_required_for_tenants: bool = False
@@ -108,6 +111,7 @@ _FILE_KEYS = {
     "scheduler.topology_levels": "topology_levels", "scheduler.max_placement_results": "max_placement_results",
     "scheduler.default_cell": "default_cell", "scheduler.catalog_refresh_s": "catalog_refresh_s",
     "scheduler.service_down_time": "service_down_time", "scheduler.directory_check_s": "directory_check_s",
+    "scheduler.orphaned_claims_grace_s": "orphaned_claims_grace_s",
     "scheduler.limit_tenants_to_placement_aggregate": "limit_tenants_to_placement_aggregate",
     "scheduler.placement_aggregate_required_for_tenants": "placement_aggregate_required_for_tenants",
     "scheduler.enable_isolated_aggregate_filtering": "enable_isolated_aggregate_filtering",
@@ -186,6 +190,8 @@ def check(config: ServiceConfig) -> None:
         except ValueError:
             raise SettingsError(f"placement_url {config.placement_url!r}: expected http://HOST:PORT or "
                                 "https://HOST[:PORT][/PATH]") from None
+    if not config.orphaned_claims_grace_s > 0:
+        raise SettingsError("orphaned_claims_grace_s must be positive")
     config.log_level = str(config.log_level).upper()
     if config.log_level not in LOG_LEVELS:
         raise SettingsError(f"log_level must be one of {', '.join(LOG_LEVELS)}")

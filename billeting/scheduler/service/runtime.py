@@ -20,6 +20,7 @@ from billeting.apidb.host_reports import DOWN_AFTER_S, HostReportLoader
 from billeting.placement_client.client import PlacementClient
 from billeting.scheduler.catalog import HostReport, PlacementHostCatalog
 from billeting.scheduler.core import RankedHost, Scheduler
+from billeting.scheduler.inflight import InFlight, NotRecorded
 from billeting.scheduler.request import ScheduleRequest
 from billeting.scheduler.selection import Selection
 from billeting.scheduler.service import groups
@@ -31,7 +32,8 @@ class SchedulerService:
     def __init__(self, client: PlacementClient, engine: Engine, settings: SchedulerSettings | None = None, *,
                  down_after_s: float = DOWN_AFTER_S, directory_check_s: float = 1.0,
                  group_lock_in_process: bool = False, rng: random.Random | None = None,
-                 reports: Callable[[], Mapping[str, HostReport]] | None = None) -> None:
+                 reports: Callable[[], Mapping[str, HostReport]] | None = None,
+                 inflight: InFlight | NotRecorded | None = None) -> None:
         self.client = client
         self.engine = engine
         # ``reports``: host records from elsewhere than the API database's
@@ -45,6 +47,9 @@ class SchedulerService:
         self.directory.on_change(self.catalog.invalidate)
         self.scheduler = Scheduler(client, self.catalog, self.directory, self.settings, rng=rng)
         self.group_lock = GroupLock(engine, in_process=group_lock_in_process)
+        # The front doors record the claims of requests in flight here, so a
+        # scheduler that dies mid-request leaves none for good (see ``inflight``).
+        self.inflight = inflight or NotRecorded()
 
     def select(self, request: ScheduleRequest, alternates: int = 0, *,
                group: str | None = None) -> list[list[Selection]]:
@@ -60,4 +65,6 @@ class SchedulerService:
         return groups.dry_run(self, request, group)
 
     def close(self) -> None:
+        if isinstance(self.inflight, InFlight):
+            self.inflight.stop()
         self.client.close()
