@@ -50,7 +50,8 @@ from billeting.placement_client import claims
 from billeting.placement_client import moves as alloc
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import AllocationRequest, ProviderResources, WriteOutcome, WriteResult
-from billeting.scheduler.core import NoValidHost, Scheduler, SchedulerError
+from billeting.scheduler.core import Scheduler
+from billeting.scheduler.errors import NoValidHost, SchedulerError
 from billeting.scheduler.nova import BadHint, Flavor, domain_hints, request_from_nova
 from billeting.scheduler.request import Destination, ScheduleRequest, ServerGroup
 from billeting.scheduler.selection import Selection

@@ -140,7 +140,7 @@ class RemoteScheduler:
 
     def select(self, request, alternates: int = 0, *, group: str | None = None):
         from billeting.messaging.bus import BusUnavailable, CallTimeout
-        from billeting.scheduler.core import SchedulerError
+        from billeting.scheduler.errors import SchedulerError
 
         try:
             return self.rpc.select_destinations(request, alternates, group=group, timeout=self.timeout)

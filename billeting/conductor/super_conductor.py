@@ -31,7 +31,7 @@ from billeting.apidb.cell_mappings import CELL0
 from billeting.cells import handoff
 from billeting.cells.messages import InstanceSpec, RequestSummary
 from billeting.messaging import Bus
-from billeting.scheduler.core import NoValidHost, SchedulerError
+from billeting.scheduler.errors import NoValidHost, SchedulerError
 from billeting.scheduler.nova import Flavor, Image, request_from_nova
 from billeting.scheduler.request import Destination, DomainConstraint, Nearness, ScheduleRequest
 from billeting.scheduler.selection import Selection

@@ -7,15 +7,8 @@ See ``core`` for the algorithm, ``query`` for how a request becomes one
 Placement query, ``pipeline`` (with ``filters`` and ``weighers``) for how
 hosts are ranked, and ``nova`` for translating flavors and images.
 """
-from billeting.scheduler.core import (
-    ConsumerConflict,
-    InvalidRequest,
-    NoValidHost,
-    PlacementTrouble,
-    RankedHost,
-    Scheduler,
-    SchedulerError,
-)
+from billeting.scheduler.core import RankedHost, Scheduler
+from billeting.scheduler.errors import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
 from billeting.scheduler.request import (
     Destination,
     DomainConstraint,

@@ -1,24 +1,30 @@
 """``select_destinations``: one request in, claimed Selections out.
 
-    request ──▶ sample size (``sample``: small first, larger only if needed)
-            ──▶ query (request filters) ──▶ GET /allocation_candidates?limit=size
-            ──▶ host states (catalog records + summaries)
-            ──▶ per instance: filter → weigh → pick, then claim down the
-                ranked list until a claim wins; consume it in memory
-            ──▶ alternates from each chosen host's cell (unclaimed)
+The stages, cheapest first, each in its own module and saying what it costs:
+
+    request ──▶ sample size                       ``sample``: arithmetic
+            ──▶ query (registered pre-filters)    ``query``, ``prefilters``: in-memory look-ups
+            ──▶ GET /allocation_candidates?limit  (here, ``_offer``): one Placement query
+            ──▶ host states                       ``hoststate``: catalog records + summaries
+            ──▶ per instance (``_turns``): filter → weigh → pick
+                                                  ``pipeline``, ``filters``, ``weighers``
+                then claim down the ranking       ``claiming``: one PUT per host tried
+                and consume the pick in memory
+            ──▶ alternates from each chosen host's cell, unclaimed
+                                                  ``alternates``: one pass per cell
             ──▶ [[chosen, alternate, ...] per instance]
 
 When the filters leave too few hosts in a sample that Placement cut short,
 the claims made so far are rolled back and the decision is made again on
 the next, larger sample; only the last size (max_placement_results) ends
-in NoValidHost.
+in NoValidHost (``errors``).
 
-The scheduler claims (scheduler-design open point 1, decided as Nova did):
-pick-and-claim is one loop, so a claim lost to another scheduler costs one
-more PUT, not a round trip through a conductor, and the in-memory view of
-the request's own claims matches what Placement holds. A request of several
-instances is all or nothing: when any instance cannot be claimed, every
-claim this request made is deleted before the error leaves this module.
+The scheduler claims (decided as Nova did): pick-and-claim is one loop, so a
+claim lost to another scheduler costs one more PUT, not a round trip
+through a conductor, and the in-memory view of the request's own claims
+matches what Placement holds. A request of several instances is all or
+nothing: when any instance cannot be claimed, every claim this request made
+is deleted before the error leaves this module.
 """
 from __future__ import annotations
 
@@ -31,18 +37,21 @@ from dataclasses import dataclass
 import msgspec
 
 from billeting.placement.candidates import gcpause
-from billeting.placement_client import claims
 from billeting.placement_client.client import PlacementClient, PlacementError
-from billeting.placement_client.model import AllocationRequest, AllocationWrite, WriteResult
+from billeting.placement_client.model import AllocationRequest
 from billeting.placement_client.query import UnsupportedQuery, query_string
+from billeting.scheduler import alternates as alternates_mod
+from billeting.scheduler import claiming
 from billeting.scheduler import explain as explain_mod
 from billeting.scheduler import metrics
 from billeting.scheduler import query as query_mod
 from billeting.scheduler import sample as sample_mod
 from billeting.scheduler.catalog import HostCatalog
+from billeting.scheduler.claiming import BatchLost, Claimed
 from billeting.scheduler.coalesce import Coalescer
 from billeting.scheduler.decision import Decision
 from billeting.scheduler.directory import Directory, Domain
+from billeting.scheduler.errors import InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
 from billeting.scheduler.explain import Explanation
 from billeting.scheduler.hoststate import HostState, host_states
 from billeting.scheduler.pipeline import FilterStep, Pipeline, RankedList
@@ -52,38 +61,6 @@ from billeting.scheduler.settings import SchedulerSettings
 
 LOG = logging.getLogger(__name__)
 
-ROLLBACK_TRIES = 3
-
-
-class SchedulerError(Exception):
-    """The request could not be decided for a reason other than capacity."""
-
-    def __init__(self, message: str, *, status: int = 400) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-
-
-class InvalidRequest(SchedulerError):
-    pass
-
-
-class PlacementTrouble(SchedulerError):
-    """Placement was unreachable or refused the query."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, status=503)
-
-
-class ConsumerConflict(SchedulerError):
-    """An instance already holds allocations: it is not a new build."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, status=409)
-
-
-class _BatchLost(Exception):
-    """A multi-instance batch claim was refused as a whole."""
 
 
 class _SampleShort(Exception):
@@ -104,12 +81,6 @@ class _Offer:
 _CLAIM_EACH, _CLAIM_BATCH, _NO_CLAIM = "claim-each", "claim-batch", "no-claim"
 # The outcome of a batched request that must be decided on its own.
 _ALONE = object()
-
-
-class NoValidHost(Exception):
-    def __init__(self, explanation: Explanation) -> None:
-        super().__init__(explanation.message)
-        self.explanation = explanation
 
 
 class RankedHost(msgspec.Struct, frozen=True):
@@ -138,22 +109,11 @@ class _Asked:
 
 
 @dataclass(slots=True)
-class _Claimed:
-    """One instance's pick: its host and the candidate claimed (or to claim)."""
-
-    instance: str
-    host: HostState
-    request: AllocationRequest
-    weight: float
-    lost: int = 0  # claims lost before this one won
-
-
-@dataclass(slots=True)
 class _Turn:
     """One instance's turn in the pick-and-claim loop."""
 
     index: int
-    won: _Claimed | None        # None: no host of the ranking could take it
+    won: Claimed | None         # None: no host of the ranking could take it
     lost: int                   # claims lost to other schedulers on the way
     ranked: RankedList          # the ranking it was picked from
     steps: list[FilterStep]     # what removed hosts for it (for an explanation)
@@ -165,7 +125,7 @@ class _Planned:
     """A batched request's pick, waiting for the batch's one claim."""
 
     index: int                  # the request's place in the batch
-    won: _Claimed
+    won: Claimed
     ranked: RankedList
     decision: Decision
 
@@ -361,7 +321,7 @@ class Scheduler:
             return self._decide(*args, _CLAIM_EACH, prepared, size, grow)
         try:
             return self._decide(*args, _CLAIM_BATCH, prepared, size, grow)
-        except _BatchLost as lost:
+        except BatchLost as lost:
             # Capacity went elsewhere between our query and the batch claim:
             # decide again, claiming instance by instance so each lost claim
             # just falls back to the next host.
@@ -390,7 +350,7 @@ class Scheduler:
         if hosts:
             decision.consumption = hosts[0].consumption
         steps: list[FilterStep] = []
-        claimed: list[_Claimed] = []
+        claimed: list[Claimed] = []
         lost = 0
         dropped: set[str] = set()
         ranked: RankedList | list = []
@@ -406,7 +366,7 @@ class Scheduler:
                 claimed.append(turn.won)
         finally:
             if each and (ran_out or len(claimed) < request.num_instances):
-                self._rollback(claimed)
+                claiming.rollback(self.client, claimed)
         if ran_out:
             if grow and offer.truncated:
                 raise _SampleShort()
@@ -415,7 +375,7 @@ class Scheduler:
             raise NoValidHost(self._explain(request, query, qs, offered, steps, lost, len(claimed),
                                             decision.exclusions))
         if mode == _CLAIM_BATCH:
-            self._claim_batch(claimed, request, decision.version)
+            claiming.claim_batch(self.client, claimed, request)
         if alternates and len(claimed) > 1:
             # Rank once more, with every filter: the siblings' claims changed the picture.
             decision.index = 0
@@ -462,7 +422,7 @@ class Scheduler:
         for members in _alike(batch):
             self._plan_alike(batch, members, offer, consumption, outcomes, planned)
         if planned:
-            writes = {p.won.instance: _claim_body(p.won, batch[p.index].request) for p in planned}
+            writes = {p.won.instance: claiming.claim_body(p.won, batch[p.index].request) for p in planned}
             try:
                 outcome = self.client.post_allocations(writes)
             except PlacementError as exc:
@@ -542,7 +502,8 @@ class Scheduler:
                 # What removed hosts for this instance: the first one's
                 # once-per-request filters, then its own per-instance ones.
                 steps = once + trace
-            won, lost = self._claim_down(ranked, instance, request_of(index), decision, dropped, claim)
+            won, lost = claiming.claim_down(self.client, ranked, instance, request_of(index), decision, dropped,
+                                            claim)
             if won is not None:
                 won.host.consumption.add(won.request)
                 decision.placed(won.host)
@@ -552,133 +513,10 @@ class Scheduler:
         raise NoValidHost(self._explain(asked.request, asked.query, asked.qs, offered, steps, 0, 0,
                                         asked.decision.exclusions))
 
-    def _claim_batch(self, planned: list[_Claimed], request: ScheduleRequest, version: str) -> None:
-        writes = {c.instance: _claim_body(c, request) for c in planned}
-        try:
-            outcome = self.client.post_allocations(writes)
-        except PlacementError as exc:
-            raise PlacementTrouble(f"Placement could not take the claims: {exc.detail or exc}") from None
-        if outcome.ok:
-            return
-        if outcome.result is WriteResult.CONSUMER_CONFLICT:
-            raise ConsumerConflict("an instance of this request already holds allocations in Placement; "
-                                   f"a build must use new consumers ({outcome.detail})")
-        raise _BatchLost(outcome.detail)
-
-    def _claim_down(self, ranked: RankedList, instance: str, request: ScheduleRequest,
-                    decision: Decision, dropped: set[str], claim: bool = True) -> tuple[_Claimed | None, int]:
-        """Claim the first host of ``ranked`` that accepts; (the claim, claims lost)."""
-        lost = 0
-        for r in ranked:
-            if r.host.uuid in dropped:
-                continue
-            candidate = r.host.first_candidate()
-            if candidate is None:
-                continue  # the request's own earlier claims used it up
-            if not claim:
-                return _Claimed(instance, r.host, candidate, r.weight), 0
-            outcome = claims.claim(self.client, instance, candidate, project_id=request.project_id,
-                                   user_id=request.user_id, consumer_type=request.consumer_type,
-                                   version=decision.version)
-            if outcome.ok:
-                return _Claimed(instance, r.host, candidate, r.weight, lost), lost
-            if outcome.result is WriteResult.CONSUMER_CONFLICT:
-                raise ConsumerConflict(f"instance {instance} already holds allocations in Placement; "
-                                       "a build must use a new consumer")
-            lost += 1
-            metrics.observe_claims_lost(1)
-            dropped.add(r.host.uuid)  # for the rest of this request too
-            LOG.info("claim for %s on %s lost (%s): %s; trying the next host",
-                     instance, r.host.name, outcome.result.value, outcome.detail)
-        return None, lost
-
-    def _selections(self, claimed: list[_Claimed], ranked, dropped: set[str], decision: Decision,
+    def _selections(self, claimed: list[Claimed], ranked, dropped: set[str], decision: Decision,
                     alternates: int, level: str | None, claim: bool = True) -> list[list[Selection]]:
-        version = decision.version
-        chosen = {c.host.uuid for c in claimed}
-        # Alternates depend only on the cell here (same ranking, same chosen
-        # and dropped hosts, nothing claimed meanwhile): once per cell, not
-        # one pass over the ranked hosts per instance.
-        by_cell: dict[str, list] = {}
-        result = []
-        for c in claimed:
-            rec = c.host.record
-            picks = by_cell.get(rec.cell_uuid)
-            if picks is None:
-                picks = by_cell[rec.cell_uuid] = self._alternates(ranked, rec.cell_uuid, chosen, dropped,
-                                                                  alternates)
-            first = Selection(service_host=rec.service_host, nodename=rec.name, compute_node_uuid=rec.uuid,
-                              cell_uuid=rec.cell_uuid, consumer_uuid=c.instance, allocation_request=c.request,
-                              allocation_request_version=version, claimed=claim,
-                              availability_zone=rec.availability_zone, domain_level=level, weight=c.weight,
-                              claims_lost=c.lost)
-            line = [first]
-            for r, candidate in picks:
-                alt = r.host
-                arec = alt.record
-                line.append(Selection(service_host=arec.service_host, nodename=arec.name,
-                                      compute_node_uuid=arec.uuid, cell_uuid=arec.cell_uuid,
-                                      consumer_uuid=c.instance, allocation_request=candidate,
-                                      allocation_request_version=version, claimed=False,
-                                      availability_zone=arec.availability_zone, domain_level=level,
-                                      weight=r.weight))
-            result.append(line)
-        return result
-
-    def _alternates(self, ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: int):
-        """Up to ``wanted`` (ranked host, allocation request) pairs from
-        ``cell_uuid``, never a chosen or dropped host, best first.
-
-        "next": the hosts ranked right after the chosen. "spread": hosts
-        spaced evenly through the ranked hosts of the cell (for 2 of 90, the
-        30th and the 60th), moving on when one has no candidate left. Cost:
-        one pass over the ranked list (ids and cells only) for "spread"."""
-        if not wanted or not ranked:
-            return []
-
-        def eligible(h: HostState) -> bool:
-            return h.uuid not in chosen and h.uuid not in dropped and h.record.cell_uuid == cell_uuid
-
-        # Ranks, not ``Ranked`` entries: only the picks are made into entries.
-        if self.settings.alternates_from == "spread":
-            pool = ranked.positions_in_cell(cell_uuid, chosen | dropped)
-            n = len(pool)
-            if n > wanted:
-                starts = [(i + 1) * n // (wanted + 1) for i in range(wanted)]
-                picked = []
-                # Each alternate takes the first host with a candidate left
-                # in its stretch of the ranking (up to the next one's start).
-                for start, end in zip(starts, starts[1:] + [n]):
-                    for i in pool[start:end]:
-                        candidate = ranked.host(i).first_candidate()
-                        if candidate is not None:
-                            picked.append((ranked[i], candidate))
-                            break
-                return picked
-            positions = iter(pool)
-        else:
-            positions = (i for i in range(len(ranked)) if eligible(ranked.host(i)))
-        picked = []
-        for i in positions:
-            candidate = ranked.host(i).first_candidate()
-            if candidate is not None:
-                picked.append((ranked[i], candidate))
-                if len(picked) == wanted:
-                    break
-        return picked
-
-    def _rollback(self, claimed: list[_Claimed]) -> None:
-        for c in claimed:
-            for attempt in range(ROLLBACK_TRIES):
-                try:
-                    claims.unclaim(self.client, c.instance)
-                    break
-                except PlacementError as exc:
-                    if attempt == ROLLBACK_TRIES - 1:
-                        LOG.error("could not roll back the claim of %s on %s: %s; it must be removed "
-                                  "by an audit", c.instance, c.host.name, exc)
-                    else:
-                        time.sleep(0.05 * (attempt + 1))
+        return alternates_mod.selections(claimed, ranked, dropped, decision, alternates, level,
+                                         self.settings.alternates_from, claim)
 
     def _explain(self, request, query, qs, offered, steps, lost, placed, exclusions) -> Explanation:
         hosts = self.catalog.host_uuids()
@@ -690,13 +528,6 @@ class Scheduler:
         return explain_mod.explain(instances=request.num_instances, hosts_total=len(hosts),
                                    hosts_offered=offered, query=qs, placement=shortfalls, steps=steps,
                                    claims_lost=lost, placed=placed)
-
-
-def _claim_body(picked: _Claimed | AllocationRequest, request: ScheduleRequest) -> AllocationWrite:
-    """The claim of a pick (or of a candidate) for ``request``'s owner."""
-    candidate = picked.request if isinstance(picked, _Claimed) else picked
-    return claims.claim_body(candidate, project_id=request.project_id, user_id=request.user_id,
-                             consumer_type=request.consumer_type)
 
 
 def _alike(batch: list[_Asked]) -> list[list[int]]:

@@ -43,7 +43,7 @@ from billeting.apidb import claims_in_flight as records
 from billeting.placement_client import claims
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.scheduler import metrics
-from billeting.scheduler.core import ConsumerConflict
+from billeting.scheduler.errors import ConsumerConflict
 from billeting.scheduler.service.errors import ServiceError
 
 LOG = logging.getLogger(__name__)

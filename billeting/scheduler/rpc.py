@@ -23,14 +23,8 @@ from billeting import typeinfo
 from billeting.messaging.bus import Bus, HandlerError, RemoteError, Server, sent_at
 from billeting.placement_client.client import PlacementError
 from billeting.scheduler import metrics
-from billeting.scheduler.core import (
-    ConsumerConflict,
-    InvalidRequest,
-    NoValidHost,
-    PlacementTrouble,
-    RankedHost,
-    SchedulerError,
-)
+from billeting.scheduler.core import RankedHost
+from billeting.scheduler.errors import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
 from billeting.scheduler.explain import Explanation
 from billeting.scheduler.request import ScheduleRequest
 from billeting.scheduler.selection import Selection

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from billeting.scheduler.core import NoValidHost, Scheduler, SchedulerError
+from billeting.scheduler.core import Scheduler
+from billeting.scheduler.errors import NoValidHost, SchedulerError
 from billeting.scheduler.nova import Flavor, Image, request_from_nova
 from billeting.scheduler.request import ScheduleRequest, ServerGroup
 from billeting.scheduler.selection import Selection

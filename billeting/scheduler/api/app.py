@@ -27,7 +27,7 @@ from billeting.placement_client.client import PlacementError
 from billeting.scheduler.api import aggregates, hosts, openapi, root, selections, server_groups, topology, zones
 from billeting.scheduler.api.base import Deps
 from billeting.scheduler.api.policy import authorizer
-from billeting.scheduler.core import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
+from billeting.scheduler.errors import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
 from billeting.scheduler.service import errors
 from billeting.serving import metrics as serving_metrics
 
