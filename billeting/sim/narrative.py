@@ -8,7 +8,7 @@ difference rather than repeating the argument.
 """
 from __future__ import annotations
 
-from billeting.sim.figures import packing_ratio
+from billeting.sim.figures import extra_attempts, packing_ratio
 from billeting.sim.results import DesignResult, RunResult
 
 # Below these, two figures are "about the same" in the prose.
@@ -60,12 +60,6 @@ def _who(d: DesignResult) -> str:
     return d.design if d.name == d.design else f"{d.design} ({d.name})"
 
 
-def _extra_attempts(d: DesignResult) -> int:
-    """Build attempts beyond the first, over all builds."""
-    a = d.attempts_per_build
-    return max(0, round((a.mean - 1) * a.count))
-
-
 def _alternates(d: DesignResult) -> str:
     alt = d.knobs.get("alternates")
     return f" with {alt} alternate{'s' if alt != 1 else ''}" if alt is not None else ""
@@ -88,7 +82,7 @@ def _legacy_vs_scheduler(legacy: DesignResult, sched: DesignResult) -> list[str]
             f"{load}{_who(legacy)} needed no upcalls at this load and "
             f"{_pct(legacy)} of its builds succeeded, so this run does not show the "
             f"rescheduling cost the seeds argue about.")
-    retries = _extra_attempts(sched)
+    retries = extra_attempts(sched)
     where = (f"retried {_n(retries)} build attempt{'s' if retries != 1 else ''} on the "
              f"alternates inside their cells" if retries else "needed no retries")
     if sched.upcalls == 0:
@@ -117,14 +111,14 @@ def _legacy_vs_scheduler(legacy: DesignResult, sched: DesignResult) -> list[str]
 def _one_design(d: DesignResult) -> str:
     if d.design == "conductor-claims":
         return _conductor(d)
-    retries = _extra_attempts(d)
+    retries = extra_attempts(d)
     return (f"{_who(d)}{_alternates(d)}: {_pct(d)} of {_n(d.requested)} builds "
             f"succeeded, {_n(retries)} extra attempt{'s' if retries != 1 else ''}, "
             f"{_n(d.upcalls)} upcall{'s' if d.upcalls != 1 else ''}.")
 
 
 def _conductor(d: DesignResult) -> str:
-    retries = _extra_attempts(d)
+    retries = extra_attempts(d)
     s = (f"{_who(d)}, where the super conductor claims down the "
          f"scheduler's ranked list, made {_n(retries)} extra attempt"
          f"{'s' if retries != 1 else ''} with {_n(d.upcalls)} upcall"

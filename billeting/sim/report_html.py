@@ -15,6 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from billeting.sim.figures import extra_attempts
 from billeting.sim.narrative import explain
 from billeting.sim.results import DesignResult, RunResult
 from billeting.sim.table import rows
@@ -84,14 +85,13 @@ def _fig_builds(run: RunResult) -> dict:
 
 def _fig_retries(run: RunResult) -> dict:
     names = [_label(d.name) for d in run.designs]
-    extra = [max(0.0, (d.attempts_per_build.mean - 1) * d.attempts_per_build.count)
-             for d in run.designs]
+    extra = [extra_attempts(d) for d in run.designs]
     data = [
         dict(type="bar", name="upcalls to the scheduler", x=names,
              y=[d.upcalls for d in run.designs], marker=dict(color="#d62728")),
         dict(type="bar", name="claim conflicts (409)", x=names,
              y=[d.claim_conflicts for d in run.designs], marker=dict(color="#ff7f0e")),
-        dict(type="bar", name="extra build attempts", x=names, y=[round(v) for v in extra],
+        dict(type="bar", name="retries (build attempts after the first)", x=names, y=extra,
              marker=dict(color="#1f77b4")),
     ]
     return dict(data=data, layout=_layout(PLOTS[1][1], barmode="group",
