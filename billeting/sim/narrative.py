@@ -68,9 +68,9 @@ def _alternates(d: DesignResult) -> str:
 def _legacy_vs_scheduler(legacy: DesignResult, sched: DesignResult) -> list[str]:
     out = []
     same_load = legacy.requested == sched.requested
-    load = (f"For the same {_n(legacy.requested)} requests, " if same_load
+    load = (f"For the same {_n(legacy.requested)} instances, " if same_load
             else f"For {_n(legacy.requested)} (legacy) and {_n(sched.requested)} "
-                 f"(scheduler-claims) requests, ")
+                 f"(scheduler-claims) instances, ")
     if legacy.upcalls:
         out.append(
             f"{load}{_who(legacy)} called the scheduler back {_n(legacy.upcalls)} "

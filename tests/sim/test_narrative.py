@@ -8,7 +8,7 @@ from .factory import design, run, three_designs
 
 def test_seeds_argument_in_numbers():
     text = explain(three_designs())
-    assert "For the same 1,000 requests, legacy called the scheduler back 74 times" in text
+    assert "For the same 1,000 instances, legacy called the scheduler back 74 times" in text
     assert "96.90% of its builds succeeded (31 ended in ERROR)" in text
     assert ("scheduler-claims, which claims in the scheduler with 2 alternates, retried "
             in text)
