@@ -148,7 +148,8 @@ def _latency(run: RunResult, legacy: DesignResult | None,
              sched: DesignResult | None) -> list[str]:
     if len(run.designs) < 2:
         d = run.designs[0]
-        return [f"Scheduler latency was {d.scheduler_latency_ms.p50:.1f} ms at p50 and "
+        return [f"Scheduler latency, measured one call at a time on this machine, was "
+                f"{d.scheduler_latency_ms.p50:.1f} ms at p50 and "
                 f"{d.scheduler_latency_ms.p99:.1f} ms at p99."]
     a, b = (legacy, sched) if legacy and sched else (run.designs[0], run.designs[1])
     la, lb = a.scheduler_latency_ms, b.scheduler_latency_ms
@@ -161,7 +162,9 @@ def _latency(run: RunResult, legacy: DesignResult | None,
         how = f"{-100 * rel:.0f}% faster than"
     s = (f"The scheduler call in {b.name} was {how} in {a.name} "
          f"(p50 {lb.p50:.1f} ms vs {la.p50:.1f} ms, p99 {lb.p99:.1f} ms vs {la.p99:.1f} ms, "
-         f"real time of the real code)")
+         f"real time of the real code, measured one call at a time on this machine, so "
+         f"another machine gives other numbers; the spread from p50 to p99 was "
+         f"{lb.p99 - lb.p50:.1f} ms vs {la.p99 - la.p50:.1f} ms)")
     if rel > _SAME_LATENCY and b.design == "scheduler-claims":
         s += ", the price of claiming inside the scheduler's call"
     ta, tb = a.time_to_active_s, b.time_to_active_s

@@ -44,6 +44,7 @@ def test_latency_difference_in_numbers():
             design("scheduler-claims", latency_ms=6.0, latency_sigma=0.0))
     text = explain(r)
     assert "scheduler-claims was 50% slower than in legacy (p50 6.0 ms vs 4.0 ms" in text
+    assert "measured one call at a time on this machine" in text
     r = run(design("legacy", latency_ms=4.0, latency_sigma=0.0),
             design("scheduler-claims", latency_ms=4.1, latency_sigma=0.0))
     assert "about as fast as in legacy" in explain(r)
