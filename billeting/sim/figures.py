@@ -22,6 +22,10 @@ class Figure:
     # Values within this fraction of the best also "win": wall-clock
     # latency differs by a few percent from run to run, so that is a tie.
     tie: float = 0.0
+    # A cost a design can cut by giving up (fewer retries, fewer hosts
+    # filled): only a design that got the most builds to ACTIVE is marked
+    # best on it, so one that failed more builds never "wins" by that.
+    needs_best_success: bool = False
 
     def show(self, d: DesignResult) -> str:
         if self.text is not None:
@@ -46,6 +50,20 @@ def stranded_max(d: DesignResult) -> float | None:
     return 100.0 * max(d.stranded.values()) if d.stranded else None
 
 
+def retries(d: DesignResult) -> float | None:
+    return d.retries
+
+
+def extra_attempts(d: DesignResult) -> int:
+    """Build attempts beyond each instance's first, failed instances included.
+    A result from before they were counted gives an estimate from the mean,
+    a lower bound (instances never built pulled that mean down)."""
+    if d.retries is not None:
+        return d.retries
+    a = d.attempts_per_build
+    return max(0, round((a.mean - 1) * a.count))
+
+
 def _packing_text(d: DesignResult) -> str:
     p = d.packing
     if p is None:
@@ -58,7 +76,11 @@ def _packing_text(d: DesignResult) -> str:
 def _stranded_text(d: DesignResult) -> str:
     if not d.stranded:
         return "n/a"
-    worst = max(d.stranded, key=lambda k: d.stranded[k])
+    # The worst class by share, ties by name so the pick is stable; a class
+    # is only named when something of it is stranded.
+    worst = min(d.stranded, key=lambda k: (-d.stranded[k], k))
+    if d.stranded[worst] <= 0:
+        return "0.0% (none)"
     return f"{100 * d.stranded[worst]:.1f}% {worst}"
 
 
@@ -69,29 +91,35 @@ def _int(v: float) -> str:
 FIGURES: list[Figure] = [
     Figure("success_pct", "builds succeeded", success_pct, lambda v: f"{v:.2f}%", "higher"),
     Figure("errored", "ended in ERROR", lambda d: d.errored, _int, "lower"),
-    Figure("attempts", "attempts per build (mean)", lambda d: d.attempts_per_build.mean,
-           lambda v: f"{v:.3f}", "lower"),
-    Figure("upcalls", "upcalls to the scheduler", lambda d: d.upcalls, _int, "lower"),
-    Figure("claim_conflicts", "claim conflicts (409)", lambda d: d.claim_conflicts, _int, "lower"),
+    Figure("attempts", "attempts per build on hosts (mean)",
+           lambda d: d.attempts_per_build.mean if d.attempts_per_build.count else None,
+           lambda v: f"{v:.3f}", "lower", needs_best_success=True),
+    Figure("retries", "retries (attempts after the first)", retries, _int, "lower",
+           needs_best_success=True),
+    Figure("upcalls", "upcalls to the scheduler", lambda d: d.upcalls, _int, "lower",
+           needs_best_success=True),
+    Figure("claim_conflicts", "claim conflicts (409)", lambda d: d.claim_conflicts, _int, "lower",
+           needs_best_success=True),
     Figure("placement_per_build", "Placement requests per build",
-           lambda d: d.placement_requests_per_build, lambda v: f"{v:.2f}", "lower"),
+           lambda d: d.placement_requests_per_build, lambda v: f"{v:.2f}", "lower",
+           needs_best_success=True),
     Figure("latency_p50", "scheduler latency p50 (ms)", lambda d: d.scheduler_latency_ms.p50,
            lambda v: f"{v:.2f}", "lower", tie=0.05),
     Figure("latency_p99", "scheduler latency p99 (ms)", lambda d: d.scheduler_latency_ms.p99,
            lambda v: f"{v:.2f}", "lower", tie=0.05),
     Figure("active_p50", "time to ACTIVE p50 (s, virtual)", lambda d: d.time_to_active_s.p50,
-           lambda v: f"{v:.1f}", "lower"),
+           lambda v: f"{v:.1f}", "lower", needs_best_success=True),
     Figure("violations", "constraint violations", lambda d: len(d.violations), _int, "lower"),
     Figure("packing", "hosts in use / LP bound / compaction", packing_ratio,
            lambda v: f"{v:.3f}", "lower", text=_packing_text),
     Figure("stranded", "stranded capacity (worst class)", stranded_max,
-           lambda v: f"{v:.1f}%", "lower", text=_stranded_text),
+           lambda v: f"{v:.1f}%", "lower", text=_stranded_text, needs_best_success=True),
 ]
 
 
 def winners(fig: Figure, designs: list[DesignResult]) -> set[int]:
     """Indexes of the designs best on ``fig``; empty when all tie or it has
-    no direction (nothing to win)."""
+    no direction (nothing to win). Values that print the same are a tie."""
     if fig.better is None:
         return set()
     vals = [(i, fig.value(d)) for i, d in enumerate(designs)]
@@ -100,5 +128,12 @@ def winners(fig: Figure, designs: list[DesignResult]) -> set[int]:
         return set()
     best = (min if fig.better == "lower" else max)(v for _, v in vals)
     slack = max(fig.tie * abs(best), 1e-9 * max(1.0, abs(best)))
-    win = {i for i, v in vals if abs(v - best) <= slack}
-    return set() if len(win) == len(vals) else win
+    win = {i for i, v in vals if abs(v - best) <= slack or fig.fmt(v) == fig.fmt(best)}
+    if len(win) == len(vals):
+        return set()
+    if fig.needs_best_success:
+        # The best value counts, but only a design that lost no more builds
+        # than any other is marked for it.
+        top = max(designs[i].success_rate for i, _ in vals)
+        win = {i for i in win if designs[i].success_rate >= top - 1e-12}
+    return win

@@ -8,7 +8,7 @@ difference rather than repeating the argument.
 """
 from __future__ import annotations
 
-from billeting.sim.figures import packing_ratio
+from billeting.sim.figures import extra_attempts, packing_ratio
 from billeting.sim.results import DesignResult, RunResult
 
 # Below these, two figures are "about the same" in the prose.
@@ -60,12 +60,6 @@ def _who(d: DesignResult) -> str:
     return d.design if d.name == d.design else f"{d.design} ({d.name})"
 
 
-def _extra_attempts(d: DesignResult) -> int:
-    """Build attempts beyond the first, over all builds."""
-    a = d.attempts_per_build
-    return max(0, round((a.mean - 1) * a.count))
-
-
 def _alternates(d: DesignResult) -> str:
     alt = d.knobs.get("alternates")
     return f" with {alt} alternate{'s' if alt != 1 else ''}" if alt is not None else ""
@@ -74,9 +68,9 @@ def _alternates(d: DesignResult) -> str:
 def _legacy_vs_scheduler(legacy: DesignResult, sched: DesignResult) -> list[str]:
     out = []
     same_load = legacy.requested == sched.requested
-    load = (f"For the same {_n(legacy.requested)} requests, " if same_load
+    load = (f"For the same {_n(legacy.requested)} instances, " if same_load
             else f"For {_n(legacy.requested)} (legacy) and {_n(sched.requested)} "
-                 f"(scheduler-claims) requests, ")
+                 f"(scheduler-claims) instances, ")
     if legacy.upcalls:
         out.append(
             f"{load}{_who(legacy)} called the scheduler back {_n(legacy.upcalls)} "
@@ -88,7 +82,7 @@ def _legacy_vs_scheduler(legacy: DesignResult, sched: DesignResult) -> list[str]
             f"{load}{_who(legacy)} needed no upcalls at this load and "
             f"{_pct(legacy)} of its builds succeeded, so this run does not show the "
             f"rescheduling cost the seeds argue about.")
-    retries = _extra_attempts(sched)
+    retries = extra_attempts(sched)
     where = (f"retried {_n(retries)} build attempt{'s' if retries != 1 else ''} on the "
              f"alternates inside their cells" if retries else "needed no retries")
     if sched.upcalls == 0:
@@ -117,14 +111,14 @@ def _legacy_vs_scheduler(legacy: DesignResult, sched: DesignResult) -> list[str]
 def _one_design(d: DesignResult) -> str:
     if d.design == "conductor-claims":
         return _conductor(d)
-    retries = _extra_attempts(d)
+    retries = extra_attempts(d)
     return (f"{_who(d)}{_alternates(d)}: {_pct(d)} of {_n(d.requested)} builds "
             f"succeeded, {_n(retries)} extra attempt{'s' if retries != 1 else ''}, "
             f"{_n(d.upcalls)} upcall{'s' if d.upcalls != 1 else ''}.")
 
 
 def _conductor(d: DesignResult) -> str:
-    retries = _extra_attempts(d)
+    retries = extra_attempts(d)
     s = (f"{_who(d)}, where the super conductor claims down the "
          f"scheduler's ranked list, made {_n(retries)} extra attempt"
          f"{'s' if retries != 1 else ''} with {_n(d.upcalls)} upcall"
@@ -154,7 +148,8 @@ def _latency(run: RunResult, legacy: DesignResult | None,
              sched: DesignResult | None) -> list[str]:
     if len(run.designs) < 2:
         d = run.designs[0]
-        return [f"Scheduler latency was {d.scheduler_latency_ms.p50:.1f} ms at p50 and "
+        return [f"Scheduler latency, measured one call at a time on this machine, was "
+                f"{d.scheduler_latency_ms.p50:.1f} ms at p50 and "
                 f"{d.scheduler_latency_ms.p99:.1f} ms at p99."]
     a, b = (legacy, sched) if legacy and sched else (run.designs[0], run.designs[1])
     la, lb = a.scheduler_latency_ms, b.scheduler_latency_ms
@@ -167,7 +162,9 @@ def _latency(run: RunResult, legacy: DesignResult | None,
         how = f"{-100 * rel:.0f}% faster than"
     s = (f"The scheduler call in {b.name} was {how} in {a.name} "
          f"(p50 {lb.p50:.1f} ms vs {la.p50:.1f} ms, p99 {lb.p99:.1f} ms vs {la.p99:.1f} ms, "
-         f"real time of the real code)")
+         f"real time of the real code, measured one call at a time on this machine, so "
+         f"another machine gives other numbers; the spread from p50 to p99 was "
+         f"{lb.p99 - lb.p50:.1f} ms vs {la.p99 - la.p50:.1f} ms)")
     if rel > _SAME_LATENCY and b.design == "scheduler-claims":
         s += ", the price of claiming inside the scheduler's call"
     ta, tb = a.time_to_active_s, b.time_to_active_s

@@ -15,9 +15,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from billeting.sim.figures import extra_attempts
 from billeting.sim.narrative import explain
 from billeting.sim.results import DesignResult, RunResult
-from billeting.sim.table import rows
+from billeting.sim.table import rows, workload
 
 # One colour per design, in the order of the run, the same in every plot.
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
@@ -27,7 +28,7 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
 # stable so tests and readers can find them.
 PLOTS = [
     ("builds", "Builds: succeeded vs failed"),
-    ("retries", "Retries: upcalls, claim conflicts, extra attempts"),
+    ("retries", "Retries: upcalls, claim conflicts, retried builds"),
     ("latency", "Scheduler latency (ms, real time)"),
     ("active", "Time to ACTIVE (s, virtual)"),
     ("fill", "Fleet fill over time (virtual)"),
@@ -45,12 +46,18 @@ def _label(name: str) -> str:
     return html.escape(name, quote=False)
 
 
+def _axis(title: str, **kw) -> dict:
+    # plotly.js takes an axis title as {"text": ...}; a plain string is dropped.
+    return dict(title=dict(text=title), **kw)
+
+
 def _layout(title: str, **kw) -> dict:
     # The title is an HTML heading above the plot (see render): inside the
     # plot it collides with plotly's toolbar on narrow screens.
-    base = dict(meta=dict(title=title), template="plotly_white", height=360,
-                margin=dict(l=60, r=20, t=36, b=50),
-                legend=dict(orientation="h", y=-0.18), font=dict(size=12))
+    # The legend sits below the x axis title, clear of it.
+    base = dict(meta=dict(title=title), template="plotly_white", height=390,
+                margin=dict(l=60, r=20, t=36, b=90),
+                legend=dict(orientation="h", y=-0.3, yanchor="top"), font=dict(size=12))
     base.update(kw)
     return base
 
@@ -76,7 +83,7 @@ def _fig_builds(run: RunResult) -> dict:
     floor = max(0.0, min(90.0, lowest - 5)) if lowest > 50 else 0.0
     return dict(data=data, layout=_layout(
         PLOTS[0][1], barmode="stack",
-        yaxis=dict(title="% of builds", range=[floor, 100.5]),
+        xaxis=_axis("design"), yaxis=_axis("% of builds", range=[floor, 100.5]),
         annotations=[dict(text=f"axis starts at {floor:.0f}%", showarrow=False, xref="paper",
                           yref="paper", x=0, y=1.06, xanchor="left", font=dict(size=10, color="#666"))]
         if floor else []))
@@ -84,18 +91,17 @@ def _fig_builds(run: RunResult) -> dict:
 
 def _fig_retries(run: RunResult) -> dict:
     names = [_label(d.name) for d in run.designs]
-    extra = [max(0.0, (d.attempts_per_build.mean - 1) * d.attempts_per_build.count)
-             for d in run.designs]
+    extra = [extra_attempts(d) for d in run.designs]
     data = [
         dict(type="bar", name="upcalls to the scheduler", x=names,
              y=[d.upcalls for d in run.designs], marker=dict(color="#d62728")),
         dict(type="bar", name="claim conflicts (409)", x=names,
              y=[d.claim_conflicts for d in run.designs], marker=dict(color="#ff7f0e")),
-        dict(type="bar", name="extra build attempts", x=names, y=[round(v) for v in extra],
+        dict(type="bar", name="retries (build attempts after the first)", x=names, y=extra,
              marker=dict(color="#1f77b4")),
     ]
     return dict(data=data, layout=_layout(PLOTS[1][1], barmode="group",
-                                           yaxis=dict(title="count")))
+                                           xaxis=_axis("design"), yaxis=_axis("count")))
 
 
 def _fig_box(run: RunResult, key: str, title: str, unit: str, log: bool) -> dict:
@@ -113,10 +119,10 @@ def _fig_box(run: RunResult, key: str, title: str, unit: str, log: bool) -> dict
                          name=f"p99 {_label(d.name)}", showlegend=False,
                          hovertemplate=f"p99 %{{y:.2f}} {unit}<extra></extra>"))
     return dict(data=data, layout=_layout(
-        title, showlegend=False,
+        title, showlegend=False, xaxis=_axis("design"),
         yaxis=_log_axis(unit, [v for d in run.designs for v in (
             d.scheduler_latency_ms.sample if key == "latency" else d.time_to_active_s.sample)])
-        if log else dict(title=unit),
+        if log else _axis(unit),
         annotations=[dict(text="box: p25-p75, line: median, ◇: p99", showarrow=False,
                           xref="paper", yref="paper", x=0, y=1.06, xanchor="left",
                           font=dict(size=10, color="#666"))]))
@@ -127,13 +133,27 @@ def _log_axis(unit: str, values: list[float]) -> dict:
     print "2" for 20, which reads wrong)."""
     pos = [v for v in values if v > 0]
     if not pos:
-        return dict(title=unit, type="log")
+        return _axis(unit, type="log")
     lo, hi = min(pos), max(pos)
     ticks, decade = [], 1e-3
     while decade <= hi * 10:
         ticks += [m * decade for m in (1, 2, 5) if lo / 2 <= m * decade <= hi * 2]
         decade *= 10
-    return dict(title=unit, type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    return _axis(unit, type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+
+
+# Designs that reach the same fill draw the same line: each design also gets
+# its own dash and marker symbol, and its markers sit at points of their own
+# along the line, so a line under another still shows.
+DASHES = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down"]
+_MARKS = 12   # markers per line
+
+
+def _marker_sizes(n: int, i: int, designs: int) -> list[int]:
+    step = max(1, n // _MARKS)
+    offset = (i * step) // max(1, designs)
+    return [8 if j % step == offset else 0 for j in range(n)]
 
 
 def _fig_fill(run: RunResult) -> dict:
@@ -142,15 +162,21 @@ def _fig_fill(run: RunResult) -> dict:
         if not d.fill:
             continue
         t = [p.t_s / 60 for p in d.fill]
-        data.append(dict(type="scatter", mode="lines", name=f"{_label(d.name)} VCPU",
-                         x=t, y=[100 * p.vcpu_fill for p in d.fill],
-                         line=dict(color=_color(i), width=2)))
-        data.append(dict(type="scatter", mode="lines", name=f"{_label(d.name)} memory",
-                         x=t, y=[100 * p.memory_fill for p in d.fill],
-                         line=dict(color=_color(i), width=1.5, dash="dot")))
+        style = dict(line=dict(color=_color(i), width=2, dash=DASHES[i % len(DASHES)]),
+                     marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], color=_color(i),
+                                 size=_marker_sizes(len(t), i, len(run.designs))),
+                     mode="lines+markers", legendgroup=f"d{i}")
+        data.append(dict(type="scatter", name=_label(d.name), x=t,
+                         y=[100 * p.vcpu_fill for p in d.fill], yaxis="y",
+                         hovertemplate="VCPU %{y:.1f}%<extra>%{fullData.name}</extra>", **style))
+        data.append(dict(type="scatter", name=f"{_label(d.name)} memory", x=t,
+                         y=[100 * p.memory_fill for p in d.fill], yaxis="y2", showlegend=False,
+                         hovertemplate="memory %{y:.1f}%<extra>%{fullData.name}</extra>", **style))
+    # VCPU above, memory below, on one time axis.
     return dict(data=data, layout=_layout(
-        PLOTS[4][1], xaxis=dict(title="minutes"), yaxis=dict(title="% of allocatable",
-                                                            range=[0, 100])))
+        PLOTS[4][1], xaxis=_axis("minutes (virtual)", anchor="y2"),
+        yaxis=_axis("VCPU %", range=[0, 100], domain=[0.55, 1]),
+        yaxis2=_axis("memory %", range=[0, 100], domain=[0, 0.45])))
 
 
 def _fig_packing(run: RunResult) -> dict:
@@ -175,7 +201,8 @@ def _fig_packing(run: RunResult) -> dict:
                for v in series(attr) if v is not None), default=1)
     # Headroom so the numbers above the bars are not cut off.
     return dict(data=data, layout=_layout(PLOTS[5][1], barmode="group",
-                                           yaxis=dict(title="hosts", range=[0, top * 1.12])))
+                                           xaxis=_axis("design"),
+                                           yaxis=_axis("hosts", range=[0, top * 1.12])))
 
 
 def _no_data(fig: dict) -> dict:
@@ -185,6 +212,7 @@ def _no_data(fig: dict) -> dict:
             x=0.5, y=0.5, font=dict(size=14, color="#888"))]
         fig["layout"]["xaxis"] = dict(visible=False)
         fig["layout"]["yaxis"] = dict(visible=False)
+        fig["layout"].pop("yaxis2", None)
     return fig
 
 
@@ -237,7 +265,7 @@ def _details(d: DesignResult, i: int) -> str:
     solver = e(d.packing.solver) if d.packing else "not computed"
     return (f'<div class="design" style="border-left:5px solid {_color(i)}">'
             f"<h3>{e(d.name)} <small>{e(d.design)}; {knobs}</small></h3>"
-            f"<p>{d.requested:,} requested, {d.succeeded:,} ACTIVE, {d.errored:,} ERROR; "
+            f"<p>{d.requested:,} instances requested, {d.succeeded:,} ACTIVE, {d.errored:,} ERROR; "
             f"{d.placement_requests:,} Placement requests; run took {d.wall_s:.1f} s.</p>"
             f"<p>Stranded capacity: {stranded or 'n/a'}. Anti-affinity spread: "
             f"{spread or 'n/a'}. Packing bound: {solver}.</p>"
@@ -267,7 +295,7 @@ td.win{background:#e6f4ea;color:#137333;font-weight:600}
 .grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:16px}
 @media (max-width:1000px){.grid{grid-template-columns:1fr}}
 .card{background:#fff;border:1px solid #ddd;border-radius:4px}
-.card h3{margin:10px 14px 0}.plot{min-height:360px}
+.card h3{margin:10px 14px 0}.plot{min-height:390px}
 .designs{display:grid;grid-template-columns:repeat(auto-fit,minmax(380px,1fr));gap:12px}
 .design{background:#fff;border:1px solid #ddd;padding:8px 12px;border-radius:4px;
  font-size:13px}
@@ -296,7 +324,7 @@ def render(run: RunResult) -> str:
 </head><body><main>
 <h1>{e(title)}</h1>
 <p class="meta">{run.hosts:,} hosts in {run.cells:,} cell{'s' if run.cells != 1 else ''},
-{run.requests:,} requests, seed {run.seed}; {len(run.designs)} design{'s' if len(run.designs) != 1 else ''};
+{e(workload(run))}, seed {run.seed}; {len(run.designs)} design{'s' if len(run.designs) != 1 else ''};
 billeting {e(run.billeting_version)}, started {e(run.started_at)}.</p>
 {f'<ul class="notes">{notes}</ul>' if notes else ''}
 <h2>What this run shows</h2>

@@ -77,7 +77,15 @@ class DesignResult(msgspec.Struct, frozen=True, kw_only=True):
     succeeded: int         # instances that became ACTIVE
     errored: int           # instances that ended in ERROR
     error_reasons: dict[str, int] = {}   # fault text (shortened) -> count
-    attempts_per_build: Distribution     # builds tried per instance
+    # Build attempts made on hosts, per instance that reached at least one
+    # host (an instance refused before any host was tried is not a build
+    # that took 0 attempts: it is counted in ``never_built``).
+    attempts_per_build: Distribution
+    # Attempts beyond each instance's first, summed over every instance,
+    # those that finally failed included. None: a result from before it was
+    # counted.
+    retries: int | None = None
+    never_built: int | None = None       # instances that ended without any host tried
     upcalls: int           # calls from a cell back to the scheduler
     claim_conflicts: int   # claims Placement refused (409)
     placement_requests: int

@@ -205,10 +205,13 @@ class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
         return "spread" if self.design == "scheduler-claims" else "next"
 
     def knobs(self) -> dict[str, str | int | float | bool]:
-        knobs: dict[str, str | int | float | bool] = {
-            "alternates": self.alternates, "max_attempts": self.max_attempts,
-            "host_subset_size": self.host_subset_size, "schedulers": self.schedulers, "weigher": self.weigher,
-            "alternates_from": self.effective_alternates_from(), "candidate_sample": self.candidate_sample}
+        """The knobs this design uses (legacy asks for no alternates, so
+        neither ``alternates`` nor ``alternates_from`` means anything there)."""
+        knobs: dict[str, str | int | float | bool] = {}
+        if self.design != "legacy":
+            knobs.update(alternates=self.alternates, alternates_from=self.effective_alternates_from())
+        knobs.update(max_attempts=self.max_attempts, host_subset_size=self.host_subset_size,
+                     schedulers=self.schedulers, weigher=self.weigher, candidate_sample=self.candidate_sample)
         if self.design == "conductor-claims":
             knobs["ranked"] = self.ranked
         knobs.update(self.multipliers)

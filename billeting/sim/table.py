@@ -21,9 +21,17 @@ def rows(run: RunResult) -> list[tuple[str, list[tuple[str, bool]]]]:
     return out
 
 
+def workload(run: RunResult) -> str:
+    """Requests and the instances they asked for (a request may create
+    several): the figures count instances, so both are said."""
+    instances = max((d.requested for d in run.designs), default=0)
+    return (f"{run.requests:,} request{'s' if run.requests != 1 else ''} for "
+            f"{instances:,} instance{'s' if instances != 1 else ''}")
+
+
 def _title(run: RunResult) -> str:
     return (f"{run.scenario}: {run.hosts:,} hosts in {run.cells} cell"
-            f"{'s' if run.cells != 1 else ''}, {run.requests:,} requests, seed {run.seed}")
+            f"{'s' if run.cells != 1 else ''}, {workload(run)}, seed {run.seed}")
 
 
 def render(run: RunResult, *, color: bool | None = None, width: int | None = None) -> str:

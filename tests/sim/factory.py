@@ -64,7 +64,8 @@ def design(name: str = "scheduler-claims", kind: str | None = None, *, seed: int
         knobs=knobs or {}, requested=requested, succeeded=succeeded, errored=errored,
         error_reasons=error_reasons if error_reasons is not None else (
             {"No valid host was found": errored} if errored else {}),
-        attempts_per_build=dist(attempts), upcalls=upcalls, claim_conflicts=claim_conflicts,
+        attempts_per_build=dist(attempts), retries=int(sum(a - 1 for a in attempts)), never_built=0,
+        upcalls=upcalls, claim_conflicts=claim_conflicts,
         placement_requests=int(placement_per_build * requested),
         placement_requests_per_build=placement_per_build,
         scheduler_latency_ms=dist(lat), time_to_active_s=dist(act),

@@ -41,7 +41,7 @@ def _with_packing(d, **kw):
 def test_each_regression_alone_fails_naming_the_figure(change, figure):
     base = run(design("scheduler-claims", latency_ms=4.0))
     cand = run(change(base.designs[0]))
-    v = compare(base, cand)
+    v = compare(base, cand, tolerances=Tolerances(wall_clock=True))
     assert v.status == "fail" and exit_status(v) == 1
     failed = [c.figure for c in v.failed]
     assert len(failed) == 1 and failed[0].startswith(figure), failed

@@ -8,7 +8,7 @@ from .factory import design, run, three_designs
 
 def test_seeds_argument_in_numbers():
     text = explain(three_designs())
-    assert "For the same 1,000 requests, legacy called the scheduler back 74 times" in text
+    assert "For the same 1,000 instances, legacy called the scheduler back 74 times" in text
     assert "96.90% of its builds succeeded (31 ended in ERROR)" in text
     assert ("scheduler-claims, which claims in the scheduler with 2 alternates, retried "
             in text)
@@ -44,6 +44,7 @@ def test_latency_difference_in_numbers():
             design("scheduler-claims", latency_ms=6.0, latency_sigma=0.0))
     text = explain(r)
     assert "scheduler-claims was 50% slower than in legacy (p50 6.0 ms vs 4.0 ms" in text
+    assert "measured one call at a time on this machine" in text
     r = run(design("legacy", latency_ms=4.0, latency_sigma=0.0),
             design("scheduler-claims", latency_ms=4.1, latency_sigma=0.0))
     assert "about as fast as in legacy" in explain(r)

@@ -92,3 +92,11 @@ def test_plots_draw_in_a_real_browser_without_network(tmp_path):
         m = re.search(rf'<div class="plot js-plotly-plot" id="plot-{key}"', out)
         assert m, f"plot {key} was not drawn"
     assert out.count('<svg class="main-svg"') >= len(report_html.PLOTS)
+    # Every axis title is drawn (plotly.js drops a title given as a plain string).
+    starts = sorted((out.index(f'id="plot-{key}"'), key) for key, _ in report_html.PLOTS)
+    for (start, key), (end, _) in zip(starts, starts[1:] + [(len(out), None)]):
+        drawn = re.findall(r'<text class="(x|y|y2)title"[^>]*>([^<]+)</text>', out[start:end])
+        axes = {a for a, _ in drawn}
+        assert {"x", "y"} <= axes, f"plot {key} has no axis titles: {drawn}"
+    fill = out[out.index('id="plot-fill"'):]
+    assert re.search(r'<text class="y2title"[^>]*>memory %</text>', fill)
