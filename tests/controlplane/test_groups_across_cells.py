@@ -48,3 +48,22 @@ def test_anti_affinity_members_use_both_cells_and_can_move(plane_factory):
     assert p.call("POST", f"/v2.1/servers/{members[0]}/action", {"confirmResize": None}).status_code == 204
     _settled(p, members[0], "ACTIVE")
 
+
+def test_more_members_than_one_cell_has_hosts_and_a_full_cell_explained(plane_factory):
+    p, group = _setup(plane_factory)
+    members = []
+    for i in range(6):  # every host of the fleet, three per cell
+        members.append(p.boot(name=f"m{i}", hints={"group": group}))
+        _settled(p, members[-1], "ACTIVE")
+    hosts = {_server(p, u)["OS-EXT-SRV-ATTR:host"] for u in members}
+    assert hosts == {"a1", "a2", "a3", "b1", "b2", "b3"}
+
+    # Every host runs a member: the other cell is ruled out by the cell, not by a "destination".
+    r = p.call("POST", f"/v2.1/servers/{members[0]}/action", {"migrate": None})
+    assert r.status_code == 400, r.text
+    message = r.json["badRequest"]["message"]
+    own = _cell_of(_server(p, members[0])["OS-EXT-SRV-ATTR:host"])
+    assert "requested destination" not in message, message
+    assert f"3 were in another cell than {own}, the only cell the request allows" in message, message
+    assert f"A move stays in the server's cell ({own})" in message, message
+    assert "2 were removed by server group anti-affinity" in message, message
