@@ -341,7 +341,10 @@ class ConductorMoveTasks:
         try:
             lines = self.scheduler.select_destinations(request, self.alternates, claim=False)
         except NoValidHost as exc:
-            raise MoveRefused(f"No valid host was found. {exc.explanation.message}", status=400) from None
+            why = exc.explanation.message
+            if any(f.filter == "DestinationFilter" for f in exc.explanation.filters):
+                why += f" A move stays in the server's cell ({cell.name}): other cells' hosts cannot take it."
+            raise MoveRefused(f"No valid host was found. {why}", status=400) from None
         except SchedulerError as exc:
             raise MoveRefused(exc.message, status=400 if exc.status == 400 else 409) from None
         except PlacementError as exc:

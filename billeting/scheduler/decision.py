@@ -36,6 +36,8 @@ class Decision:
     # Server group: members per host, and per domain at the group's scope level.
     group_hosts: Counter = field(default_factory=Counter)
     group_domains: Counter = field(default_factory=Counter)
+    # ... and per cell (anti-affinity breaks weight ties towards the emptiest cell).
+    group_cells: Counter = field(default_factory=Counter)
     # Hosts running the instances named by same_host / different_host hints.
     same_hosts: frozenset[str] = frozenset()
     different_hosts: frozenset[str] = frozenset()
@@ -95,6 +97,7 @@ class Decision:
         self.chosen.append(host.uuid)
         if self.request.server_group is not None:
             self.group_hosts[host.uuid] += 1
+            self.group_cells[host.record.cell_uuid] += 1
             domain = host.domains.get(self.group_scope)
             if domain is not None:
                 self.group_domains[domain] += 1

@@ -104,6 +104,14 @@ class DestinationFilter(Filter):
             return False
         return not dest.cell or rec.cell_uuid == dest.cell
 
+    def explained(self, decision):
+        # Say what was asked: a cell alone (a move's own cell) is no "destination" to the user.
+        dest = decision.request.destination
+        target = " ".join(f"{kind} {name}" for kind, name in (("host", dest.host), ("node", dest.node)) if name)
+        if not target:
+            return f"were in another cell than {dest.cell}, the only cell the request allows"
+        return f"were not the requested {target}" + (f" in cell {dest.cell}" if dest.cell else "")
+
 
 class AvailabilityZoneFilter(Filter):
     """The host is in the requested availability zone. Placement already

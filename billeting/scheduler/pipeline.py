@@ -31,6 +31,8 @@ from billeting.scheduler.decision import Decision
 from billeting.scheduler.hoststate import HostState
 from billeting.scheduler.settings import SchedulerSettings
 
+ANTI_POLICIES = ("anti-affinity", "soft-anti-affinity")
+
 
 @dataclass(slots=True)
 class FilterStep:
@@ -211,10 +213,24 @@ class Pipeline:
             total += share
             if scores:
                 shares.append((w.name, share))
-        # Stable: among equal weights Placement's order stands.
-        order = np.argsort(-total, kind="stable").tolist()
+        order = self._order(total, hosts, decision)
         return RankedList(hosts, total.tolist(), order,
                           [(name, share.tolist()) for name, share in shares] if scores else None, frame)
+
+    @staticmethod
+    def _order(total: np.ndarray, hosts: list[HostState], decision: Decision) -> list[int]:
+        """Best first. Among equal weights Placement's order stands (stable),
+        except for an anti-affinity group: there the host whose cell holds
+        fewer members comes first. Placement lists hosts roughly in the order
+        they registered, often one cell after another, so without this a
+        group on a uniform fleet fills the first cell and its members can
+        then not move (a move stays in its cell)."""
+        group = decision.request.server_group
+        if group is not None and group.policy in ANTI_POLICIES and len(decision.group_cells) > 0:
+            in_cell = np.fromiter((decision.group_cells[h.record.cell_uuid] for h in hosts), dtype=float,
+                                  count=len(hosts))
+            return np.lexsort((in_cell, -total)).tolist()  # (lexsort is stable; last key sorts first)
+        return np.argsort(-total, kind="stable").tolist()
 
     @staticmethod
     def _raw(w, hosts: list[HostState], decision: Decision, changed: set[str],

@@ -63,6 +63,8 @@ def seed(decision: Decision, located: Mapping[str, str], records: Mapping[str, H
             if host is None:
                 continue  # not placed (yet, or any more): constrains nothing
             decision.group_hosts[host] += 1
+            if (rec := records.get(host)) is not None:
+                decision.group_cells[rec.cell_uuid] += 1
             if group.scope != HOST_SCOPE:
                 dom = domains(host).get(group.scope)
                 if dom is not None:
