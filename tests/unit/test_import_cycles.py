@@ -24,11 +24,6 @@ ROOT = Path(billeting.__file__).resolve().parent
 # shrink: remove an entry once its cycle is gone, never add one.
 KNOWN_CYCLES: set[tuple[str, ...]] = {
     ("billeting.cli",),
-    (
-        "billeting.scheduler.aggregate_filters",
-        "billeting.scheduler.capability_filters",
-        "billeting.scheduler.filters",
-    ),
 }
 
 
