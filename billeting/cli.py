@@ -309,8 +309,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # ``python -m billeting.cli``: run the imported module's main, so the
-    # commands that raise ``billeting.cli.CliError`` are caught as such.
-    from billeting.cli import main as _main
-
-    sys.exit(_main())
+    # ``python -m billeting.cli``: the commands raise ``cli_common.CliError``,
+    # the class this module catches, so running it as ``__main__`` is enough.
+    sys.exit(main())
