@@ -212,3 +212,12 @@ def test_tarjan_finds_self_loops_and_rings():
 def find_cycles_in(graph):
     comps = strongly_connected(graph)
     return [tuple(c) for c in comps if len(c) > 1 or c[0] in graph[c[0]]]
+
+
+def test_apidb_sits_below_the_conductor():
+    # The API database's records are shared by the API and the move tasks;
+    # the conductor reads them, never the other way round.
+    upward = [f"{m} -> {t} (line {', '.join(map(str, lines))})"
+              for m, edges in import_graph().items() if m.startswith("billeting.apidb")
+              for t, lines in edges.items() if t.startswith("billeting.conductor")]
+    assert not upward, upward
