@@ -21,58 +21,24 @@ Read-only commands (the ``status`` commands, the audits) create no files.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import logging
-import os
-import re
-import socket
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from sqlalchemy import Engine
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import DBAPIError
 
+from billeting.cli_common import (EXIT_FAILURE, CliError, DatabaseTarget, Parser, UsageError, check_keystone_config,
+                                  check_listen, configure_logging, connect_engine, first_line, read_revision,
+                                  resolve_database, settings_from_args, version)
 from billeting.cli_pools import add_pool_flags, apply_pool_flags
-from billeting.config import (Settings, SettingsError, default_db_url, ensure_default_data_dir, load_settings,
-                              read_config_file)
+from billeting.config import Settings, ensure_default_data_dir
 from billeting.placement.tools.errors import ToolError
 from billeting.serving import bind_address
 
 LOG = logging.getLogger("billeting")
 
-EXIT_USAGE = 2
-EXIT_FAILURE = 1
-
-
-class CliError(Exception):
-    """A failure the operator can fix; printed as one line."""
-
-    exit_code = EXIT_FAILURE
-
-
-class UsageError(CliError):
-    """The command line or the configuration is wrong (exit status 2)."""
-
-    exit_code = EXIT_USAGE
-
 
 # --- parsing ----------------------------------------------------------------
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line that points at --help."""
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("billeting")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
-
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config-file", metavar="PATH", default=None,
@@ -85,9 +51,9 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="billeting", description="Billeting: a Placement-compatible control plane.")
-    parser.add_argument("--version", action="version", version=f"billeting {_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser = Parser(prog="billeting", description="Billeting: a Placement-compatible control plane.")
+    parser.add_argument("--version", action="version", version=f"billeting {version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     commands.required = True
 
     serve = commands.add_parser("serve", help="serve the Placement API (foreground, until SIGTERM/SIGINT)")
@@ -125,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     db = commands.add_parser("db", help="manage the database schema")
-    db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=_Parser)
+    db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=Parser)
     db_commands.required = True
     upgrade = db_commands.add_parser("upgrade", help="apply the schema migrations and sync standard names")
     _add_common(upgrade)
@@ -163,46 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_FLAG_NAMES = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "header_timeout",
-               "body_timeout", "keepalive_timeout", "graceful_timeout", "max_body_size", "auth",
-               "policy_file", "legacy_policy", "cors_origins", "cors_allow_headers", "auto_upgrade",
-               "metrics_access")
-
-
-def settings_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
-    flags = {name: getattr(args, name) for name in _FLAG_NAMES if getattr(args, name, None) is not None}
-    try:
-        return load_settings(flags, environ)
-    except SettingsError as exc:
-        raise UsageError(str(exc)) from None
-
-
 # --- database ---------------------------------------------------------------
-
-@dataclass(slots=True)
-class DatabaseTarget:
-    url: str  # normalized, with the password
-    shown: str  # for messages: password replaced by ***
-    embedded: bool  # the per-user default SQLite file
-
-
-def resolve_database(settings: Settings) -> DatabaseTarget:
-    return database_target(settings.db or default_db_url(), embedded=not settings.db)
-
-
-def database_target(raw: str, *, embedded: bool, what: str = "database") -> DatabaseTarget:
-    """``raw`` normalized; an unsupported driver or a malformed URL is a usage error."""
-    from billeting.placement.store.engine import UnsupportedDatabase, normalize_url
-
-    try:
-        url = normalize_url(raw)
-    except (ArgumentError, ValueError) as exc:
-        if isinstance(exc, UnsupportedDatabase):
-            raise UsageError(str(exc)) from None
-        raise UsageError(f"invalid {what} URL {_hide_password(raw)!r}: expected sqlite:///PATH, "
-                       "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
-    return DatabaseTarget(url=url, shown=_hide_password(url), embedded=embedded)
-
 
 def prepare_embedded(target: DatabaseTarget) -> None:
     """Create the data directory of the embedded database (commands that
@@ -213,55 +140,6 @@ def prepare_embedded(target: DatabaseTarget) -> None:
         ensure_default_data_dir()
     except OSError as exc:
         raise CliError(f"cannot create the data directory for {target.shown}: {exc.strerror}") from None
-
-
-def _sqlite_file(url: str) -> str | None:
-    """The file behind an SQLite URL (None for other databases and in-memory ones)."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return None
-    return parsed.database
-
-
-def missing_sqlite_file(url: str) -> str | None:
-    """The file behind an SQLite URL when it does not exist: connecting would
-    create it, which read-only commands must not do."""
-    sqlite_file = _sqlite_file(url)
-    return sqlite_file if sqlite_file is not None and not os.path.exists(sqlite_file) else None
-
-
-def _hide_password(url: str) -> str:
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except (ArgumentError, ValueError):
-        return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
-
-
-def _first_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None) or exc
-    text = str(orig).strip()
-    return text.splitlines()[0] if text else type(orig).__name__
-
-
-def connect_engine(target: DatabaseTarget, *, read_only: bool = False) -> Engine:
-    """An engine for ``target`` that has proven it can connect. ``read_only``:
-    SQLite is opened without Billeting's connection settings, which would
-    switch the file to WAL mode (a write)."""
-    from sqlalchemy import create_engine
-
-    from billeting.placement.store.engine import make_engine
-
-    if read_only and _sqlite_file(target.url) is not None:
-        engine = create_engine(target.url)
-    else:
-        engine = make_engine(target.url, pool_size=1)
-    try:
-        with engine.connect():
-            pass
-    except DBAPIError as exc:
-        engine.dispose()
-        raise CliError(f"cannot connect to database {target.shown}: {_first_line(exc)}") from None
-    return engine
 
 
 def upgrade_command(target: DatabaseTarget, settings: Settings, *, db_flag_given: bool) -> str:
@@ -286,7 +164,7 @@ def apply_migrations(engine: Engine, target: DatabaseTarget) -> tuple[str | None
         raise CliError(f"cannot upgrade {target.shown}: {exc} "
                        "(is the database from a newer Billeting?)") from None
     except DBAPIError as exc:
-        raise CliError(f"upgrading {target.shown} failed: {_first_line(exc)}") from None
+        raise CliError(f"upgrading {target.shown} failed: {first_line(exc)}") from None
     return before, migrate.current_revision(engine) or ""
 
 
@@ -313,19 +191,10 @@ def sync_names(engine: Engine, target: DatabaseTarget) -> None:
         sync_standard_names(engine)
     except (DBAPIError, RetriesExhausted) as exc:
         raise CliError(f"syncing standard resource classes and traits into {target.shown} failed: "
-                       f"{_first_line(exc)}") from None
+                       f"{first_line(exc)}") from None
 
 
 # --- commands ---------------------------------------------------------------
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stderr,
-                        format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s",
-                        force=True)
-    if level != "DEBUG":
-        # Alembic narrates every migration context at INFO; keep start-up readable.
-        logging.getLogger("alembic").setLevel(logging.WARNING)
-
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
@@ -345,21 +214,6 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_revision(target: DatabaseTarget, current_revision: Callable[[Engine], str | None]) -> str | None:
-    """``current_revision`` of ``target`` for the read-only ``status`` commands:
-    None for an SQLite file that does not exist (nothing may be created), one
-    line when the database cannot be read (e.g. a file that is not SQLite)."""
-    if missing_sqlite_file(target.url):
-        return None
-    engine = connect_engine(target, read_only=True)
-    try:
-        return current_revision(engine)
-    except DBAPIError as exc:
-        raise CliError(f"cannot read database {target.shown}: {_first_line(exc)}") from None
-    finally:
-        engine.dispose()
-
-
 def cmd_db_status(args: argparse.Namespace) -> int:
     from billeting.placement.store import migrate
 
@@ -371,35 +225,6 @@ def cmd_db_status(args: argparse.Namespace) -> int:
           + ("" if current == head else
              f" (behind; run '{upgrade_command(target, settings, db_flag_given=args.db is not None)}')"))
     return 0 if current == head else EXIT_FAILURE
-
-
-def check_listen(host: str, port: int) -> None:
-    """Fail fast with one line when the address is unusable (gunicorn would retry for seconds)."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
-        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
-    family, kind, proto, _, address = infos[0]
-    probe = socket.socket(family, kind, proto)
-    try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(address)
-    except OSError as exc:
-        raise CliError(f"cannot listen on {bind_address(host, port)}: {exc.strerror}") from None
-    finally:
-        probe.close()
-
-
-def check_placement_url(url: str, what: str = "--placement-url") -> None:
-    """A Placement endpoint that is no http(s) URL is a usage error, found
-    before anything starts (not in a worker, as a traceback)."""
-    from billeting.placement_client.transport import check_url
-
-    try:
-        check_url(url)
-    except ValueError:
-        raise UsageError(f"{what} {_hide_password(url)!r}: expected http://HOST:PORT or https://HOST[:PORT][/PATH]") \
-            from None
 
 
 def check_app(settings: Settings) -> None:
@@ -429,22 +254,11 @@ def check_app(settings: Settings) -> None:
     try:
         make_app(settings, engine)
     except ValueError as exc:  # our own validation (CORS origins, policy file syntax)
-        raise CliError(f"invalid configuration: {_first_line(exc)}") from None
+        raise CliError(f"invalid configuration: {first_line(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - any configuration failure, reported in one line
-        raise CliError(f"invalid configuration: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise CliError(f"invalid configuration: {type(exc).__name__}: {first_line(exc)}") from None
     finally:
         engine.dispose()
-
-
-def check_keystone_config(settings: Settings) -> None:
-    if not settings.config_file:
-        raise UsageError("--auth keystone needs --config-file with a [keystone_authtoken] section")
-    try:
-        parser = read_config_file(settings.config_file)
-    except SettingsError as exc:
-        raise UsageError(str(exc)) from None
-    if not parser.has_section("keystone_authtoken"):
-        raise UsageError(f"--auth keystone: {settings.config_file} has no [keystone_authtoken] section")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -469,7 +283,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     LOG.info("policy: %s", describe_policy(legacy=settings.legacy_policy, enforce_scope=settings.enforce_scope))
     LOG.info("billeting %s: Placement API on http://%s/ (db %s, %d worker(s) x %d thread(s), auth %s%s)",
-             _version(), bind_address(settings.host, settings.port), target.shown, settings.workers,
+             version(), bind_address(settings.host, settings.port), target.shown, settings.workers,
              settings.threads, settings.auth,
              f", CORS for {', '.join(settings.cors_origins)}" if settings.cors_origins else "")
     from billeting.placement import serve
@@ -495,8 +309,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # ``python -m billeting.cli``: run the imported module's main, so the
-    # commands that raise ``billeting.cli.CliError`` are caught as such.
-    from billeting.cli import main as _main
-
-    sys.exit(_main())
+    # ``python -m billeting.cli``: the commands raise ``cli_common.CliError``,
+    # the class this module catches, so running it as ``__main__`` is enough.
+    sys.exit(main())

@@ -21,19 +21,21 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from billeting.cli import (
+from billeting.cli_common import (
     CliError,
     DatabaseTarget,
     EXIT_FAILURE,
     UsageError,
-    _first_line,
-    _hide_password,
     check_keystone_config,
     check_listen,
     configure_logging,
     connect_engine,
     database_target,
+    first_line,
+    hide_password,
     read_revision,
+    resolve_database,
+    version,
 )
 from billeting.cli_pools import add_pool_flags
 from billeting.config import SettingsError
@@ -160,7 +162,7 @@ def upgrade(engine, target: DatabaseTarget) -> tuple[str | None, str]:
     except CommandError as exc:
         raise CliError(f"cannot upgrade {target.shown}: {exc} (is the database from a newer Billeting?)") from None
     except DBAPIError as exc:
-        raise CliError(f"upgrading {target.shown} failed: {_first_line(exc)}") from None
+        raise CliError(f"upgrading {target.shown} failed: {first_line(exc)}") from None
     return before, migrate.current_revision(engine) or ""
 
 
@@ -195,7 +197,6 @@ def cmd_db_status(args) -> int:
 # --- serve --------------------------------------------------------------------
 
 def _check_placement_db(url: str) -> None:
-    from billeting.cli import resolve_database
     from billeting.config import Settings
     from billeting.placement.store import migrate
 
@@ -221,7 +222,7 @@ def _check_bus(url: str) -> None:
         with bus.connect() as conn:
             conn.ensure_connection(max_retries=1, timeout=5)
     except Exception as exc:  # noqa: BLE001 - any broker failure, in one line
-        raise CliError(f"cannot reach the message bus {bus.url_shown}: {_first_line(exc)}") from None
+        raise CliError(f"cannot reach the message bus {bus.url_shown}: {first_line(exc)}") from None
     finally:
         bus.close()
 
@@ -240,14 +241,14 @@ def _check_app(config: ServiceConfig) -> None:
 
         authorizer(policy_file=config.policy_file, legacy=config.legacy_policy)
     except Exception as exc:  # noqa: BLE001 - a bad policy file, in one line
-        raise CliError(f"invalid configuration: {type(exc).__name__}: {_first_line(exc)}") from None
+        raise CliError(f"invalid configuration: {type(exc).__name__}: {first_line(exc)}") from None
 
 
 def cmd_serve(args) -> int:
     import logging
 
     from billeting.apidb import migrate
-    from billeting.cli import _version, bind_address
+    from billeting.serving import bind_address
     from billeting.scheduler import serve
 
     config = load_config(args)
@@ -273,12 +274,12 @@ def cmd_serve(args) -> int:
                                                 before or "empty", after)
     finally:
         engine.dispose()
-    placement = f"in-process Placement on {_hide_password(config.placement_db)}" if config.placement_db \
+    placement = f"in-process Placement on {hide_password(config.placement_db)}" if config.placement_db \
         else f"Placement at {config.placement_url}"
     logging.getLogger("billeting").info(
-        "billeting %s: scheduler API on http://%s/ (API db %s, %s, %d worker(s), auth %s%s)", _version(),
+        "billeting %s: scheduler API on http://%s/ (API db %s, %s, %d worker(s), auth %s%s)", version(),
         bind_address(config.host, config.port), target.shown, placement, config.workers, config.auth,
-        f", RPC on {_hide_password(config.transport_url)}" if config.transport_url else "")
+        f", RPC on {hide_password(config.transport_url)}" if config.transport_url else "")
     serve.run(config)
     return 0
 

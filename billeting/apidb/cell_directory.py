@@ -2,6 +2,7 @@
 opened from the cell mappings, and the ``CellDirectory`` the move tasks read."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from sqlalchemy import Engine
@@ -9,8 +10,16 @@ from sqlalchemy import Engine
 from billeting.apidb import cell_mappings, instance_mappings
 from billeting.apidb.cell_mappings import CELL0, CellMapping
 from billeting.cells.wiring import open_cell_database
-from billeting.conductor.move_protocols import CellHandle
 from billeting.messaging import Bus
+
+
+@dataclasses.dataclass(frozen=True)
+class CellHandle:
+    """One cell as the API level sees it: its database and its bus."""
+
+    name: str
+    engine: Engine
+    bus: Bus
 
 
 class CellCatalog:

@@ -7,8 +7,25 @@ from sqlalchemy import Connection, Engine, insert, select, update
 from billeting import typeinfo
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
-from billeting.conductor.move_protocols import StoredRequestSpec
 from billeting.placement.store.tx import run_read, run_write
+from billeting.scheduler.nova import Flavor, Image
+
+
+class StoredRequestSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What was asked for when the instance was created, kept by the API
+    database so a move can be scheduled like the original build."""
+
+    instance_uuid: str
+    project_id: str
+    user_id: str
+    flavor: Flavor
+    image: Image | None = None
+    is_bfv: bool = False
+    availability_zone: str | None = None
+    server_group: str | None = None          # server group uuid
+    # Scheduler hints as the API received them (same_host, different_host, ...).
+    hints: dict[str, list[str]] = {}
+
 
 _enc = msgspec.json.Encoder().encode
 _dec = typeinfo.decoder(StoredRequestSpec).decode

@@ -271,7 +271,7 @@ request_specs = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("instance_uuid", String(36), nullable=False),
-    Column("spec", Text, nullable=False),  # JSON of conductor.move_protocols.StoredRequestSpec
+    Column("spec", Text, nullable=False),  # JSON of apidb.request_specs.StoredRequestSpec
     *_timestamps(),
     UniqueConstraint("instance_uuid"),
     **MYSQL,

@@ -12,6 +12,7 @@ import argparse
 import logging
 import socket
 
+from billeting import cli_common
 from billeting.cells import command as cell_command
 from billeting.cli_pools import add_pool_flags
 
@@ -97,7 +98,7 @@ def fake_config(args: argparse.Namespace):
     try:
         return FakeConfig(**given)
     except (ValueError, TypeError) as exc:
-        raise cell_command._cli().CliError(f"invalid fake driver setting: {exc}") from None
+        raise cli_common.CliError(f"invalid fake driver setting: {exc}") from None
 
 
 def compute_settings(args: argparse.Namespace):
@@ -109,7 +110,7 @@ def compute_settings(args: argparse.Namespace):
     try:
         settings.check()
     except ValueError as exc:
-        raise cell_command._cli().CliError(f"invalid compute setting: {exc}") from None
+        raise cli_common.CliError(f"invalid compute setting: {exc}") from None
     return settings
 
 
@@ -121,7 +122,7 @@ def build_service(args: argparse.Namespace, wiring):
 
     hosts = args.hosts or [socket.gethostname()]
     if len(set(hosts)) != len(hosts):
-        raise cell_command._cli().CliError("each --host may be given once")
+        raise cli_common.CliError("each --host may be given once")
     config, settings = fake_config(args), compute_settings(args)
     managers = [ComputeManager(host, FakeDriver(host, config), wiring, settings) for host in hosts]
     return ComputeService(wiring, managers)
@@ -131,8 +132,7 @@ def cmd_compute(args: argparse.Namespace) -> int:
     from billeting.messaging import BusUnavailable
     from billeting.placement_client import PlacementError
 
-    cli = cell_command._cli()
-    cli.configure_logging(cell_command.log_level(args))
+    cli_common.configure_logging(cell_command.log_level(args))
     fake_config(args)
     compute_settings(args)  # refuse bad flags before connecting anywhere
     wiring = cell_command.wire(args)
@@ -142,11 +142,11 @@ def cmd_compute(args: argparse.Namespace) -> int:
     except BusUnavailable as exc:
         service.stop()
         wiring.close()
-        raise cli.CliError(f"cell {args.cell}'s bus: {exc}") from None
+        raise cli_common.CliError(f"cell {args.cell}'s bus: {exc}") from None
     except PlacementError as exc:
         service.stop()
         wiring.close()
-        raise cli.CliError(f"Placement: {exc}") from None
+        raise cli_common.CliError(f"Placement: {exc}") from None
     LOG.info("%d compute host(s) of cell %s running: %s", len(service.managers), args.cell,
              ", ".join(m.host for m in service.managers))
 

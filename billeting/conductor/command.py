@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from billeting import cli_common
 from billeting.cells import command as cell_command
 from billeting.cli_pools import add_pool_flags
 
@@ -52,7 +53,7 @@ def conductor_settings(args: argparse.Namespace):
     try:
         settings.check()
     except ValueError as exc:
-        raise cell_command._cli().CliError(f"invalid conductor setting: {exc}") from None
+        raise cli_common.CliError(f"invalid conductor setting: {exc}") from None
     return settings
 
 
@@ -71,7 +72,7 @@ def _serve_metrics(host: str, port: int, undo):
         server, _ = start_http_server(port, addr=host)
     except OSError as exc:
         undo()
-        raise cell_command._cli().CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+        raise cli_common.CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
     LOG.info("metrics at http://%s:%d/metrics", host, port)
     return server
 
@@ -79,11 +80,10 @@ def _serve_metrics(host: str, port: int, undo):
 def cmd_conductor(args: argparse.Namespace) -> int:
     from billeting.messaging import BusUnavailable
 
-    cli = cell_command._cli()
-    cli.configure_logging(cell_command.log_level(args))
+    cli_common.configure_logging(cell_command.log_level(args))
     conductor_settings(args)
     if args.metrics_port is not None and not 1 <= args.metrics_port <= 65535:
-        raise cli.UsageError(f"--metrics-port must be between 1 and 65535, not {args.metrics_port}")
+        raise cli_common.UsageError(f"--metrics-port must be between 1 and 65535, not {args.metrics_port}")
     wiring = cell_command.wire(args)
     conductor = build_conductor(args, wiring)
     try:
@@ -91,7 +91,7 @@ def cmd_conductor(args: argparse.Namespace) -> int:
     except BusUnavailable as exc:
         conductor.stop()
         wiring.close()
-        raise cli.CliError(f"cell {args.cell}'s bus: {exc}") from None
+        raise cli_common.CliError(f"cell {args.cell}'s bus: {exc}") from None
     exporter = None
     if args.metrics_port is not None:
         exporter = _serve_metrics(args.metrics_host, args.metrics_port, lambda: (conductor.stop(), wiring.close()))

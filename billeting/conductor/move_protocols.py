@@ -9,41 +9,18 @@ the casts to the computes of the instance's cell. Moves never cross cells.
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Mapping
 from typing import Protocol
 
 import msgspec
-from sqlalchemy import Engine
 
-from billeting.messaging import Bus
-from billeting.scheduler.nova import Flavor, Image
-
-
-class StoredRequestSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What was asked for when the instance was created, kept by the API
-    database so a move can be scheduled like the original build."""
-
-    instance_uuid: str
-    project_id: str
-    user_id: str
-    flavor: Flavor
-    image: Image | None = None
-    is_bfv: bool = False
-    availability_zone: str | None = None
-    server_group: str | None = None          # server group uuid
-    # Scheduler hints as the API received them (same_host, different_host, ...).
-    hints: dict[str, list[str]] = {}
-
-
-@dataclasses.dataclass(frozen=True)
-class CellHandle:
-    """One cell as the API level sees it: its database and its bus."""
-
-    name: str
-    engine: Engine
-    bus: Bus
+# The two records the API database keeps and the move tasks read live with
+# that database (apidb sits below the conductor); named here as part of the
+# contract.
+from billeting.apidb.cell_directory import CellHandle
+from billeting.apidb.request_specs import StoredRequestSpec
+from billeting.scheduler.nova import Flavor
 
 
 class CellDirectory(Protocol):

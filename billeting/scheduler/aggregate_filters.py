@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from billeting.scheduler.extra_specs import matches
-from billeting.scheduler.filters import Filter
+from billeting.scheduler.filter_base import Filter
 
 SCOPE = "aggregate_instance_extra_specs"
 TENANT_PREFIX = "filter_tenant_id"

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 from billeting.scheduler.catalog import HostRecord
 from billeting.scheduler.extra_specs import matches
-from billeting.scheduler.filters import Filter
+from billeting.scheduler.filter_base import Filter
 
 SCOPE = "capabilities"
 # The host record's capability attributes a path may start with.

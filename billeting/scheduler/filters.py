@@ -5,7 +5,7 @@ did that in the candidates query, and the claim re-checks capacity. What is
 left is what Placement cannot know: whether the compute is up, where the
 request's siblings and server-group members are, which hosts the caller
 excluded, what the host's hypervisor is and can run (``capability_filters``).
-Each filter is a small class registered by name; configuration picks which
+Each filter is a small class (``filter_base.Filter``) registered by name; configuration picks which
 run. They always run cheapest first (``cost``), whatever order configuration
 lists them in, so a host is dropped by the cheapest check that can drop it:
 
@@ -18,40 +18,9 @@ a request is decided; they run for its first instance only.
 """
 from __future__ import annotations
 
-from typing import ClassVar
-
-from billeting.scheduler.decision import Decision
-from billeting.scheduler.hoststate import HostState
+from billeting.scheduler.filter_base import REGISTRY, Filter
 from billeting.scheduler.request import HOST_SCOPE
 from billeting.scheduler.prefilters import DISABLED_TRAIT
-
-REGISTRY: dict[str, type["Filter"]] = {}
-
-
-class Filter:
-    name: ClassVar[str]
-    cost: ClassVar[int]
-    once_per_request: ClassVar[bool] = False
-    # Run when configuration names no filters (``enabled_filters`` unset).
-    default_on: ClassVar[bool] = True
-    # How an explanation says why a host was removed: "<n> <explains>".
-    explains: ClassVar[str]
-
-    def __init_subclass__(cls, **kwargs) -> None:
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:  # abstract helpers have no name and are not registered
-            REGISTRY[cls.name] = cls
-
-    def active(self, decision: Decision) -> bool:
-        """False when this request gives the filter nothing to check (it is skipped)."""
-        return True
-
-    def passes(self, host: HostState, decision: Decision) -> bool:
-        raise NotImplementedError
-
-    def explained(self, decision: Decision) -> str:
-        """``explains`` for this request (asked only when the filter removed hosts)."""
-        return self.explains
 
 
 class ComputeFilter(Filter):
@@ -243,7 +212,8 @@ def build(names: tuple[str, ...] | None) -> list[Filter]:
 
 # Filters kept in modules of their own register themselves when imported:
 # the hypervisor's capabilities against the flavor and image (on by default),
-# the operator's opt-in ones (aggregate metadata, load).
+# the operator's opt-in ones (aggregate metadata, load). Imported last so the
+# registry lists the built-in ones first, as ``build`` orders equal costs.
 from billeting.scheduler import capability_filters  # noqa: E402,F401
 from billeting.scheduler import aggregate_filters  # noqa: E402,F401
 

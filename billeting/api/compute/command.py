@@ -19,6 +19,7 @@ import functools
 import logging
 import os
 
+from billeting import cli_common
 from billeting.cells import command as cell_command
 from billeting.cells.command import DEFAULT_PLACEMENT_URL
 from billeting.cli_pools import add_pool_flags
@@ -84,25 +85,22 @@ def _api_engine(args):
     from alembic.util import CommandError
     from sqlalchemy.exc import DBAPIError
 
-    from billeting import cli
     from billeting.apidb import migrate
     from billeting.apidb.engine import default_url, make_engine
 
     raw = args.db or os.environ.get("BILLETING_API_DB") or default_url()
-    engine = make_engine(cli.database_target(raw, embedded=False, what="API database").url)
+    engine = make_engine(cli_common.database_target(raw, embedded=False, what="API database").url)
     try:
         migrate.upgrade(engine)
     except (DBAPIError, CommandError) as exc:
         engine.dispose()
-        raise cli.CliError(f"cannot use the API database {cli._hide_password(raw)}: {cli._first_line(exc)}") from None
+        raise cli_common.CliError(f"cannot use the API database {cli_common.hide_password(raw)}: {cli_common.first_line(exc)}") from None
     return engine
 
 
 def _name(what: str, value: str) -> str:
-    from billeting import cli
-
     if not value.strip() or value != value.strip():
-        raise cli.UsageError(f"{what} {value!r}: must not be empty or begin or end with whitespace")
+        raise cli_common.UsageError(f"{what} {value!r}: must not be empty or begin or end with whitespace")
     return value
 
 
@@ -111,12 +109,10 @@ def _write(engine, work, what: str):
     database gone) is one line."""
     from sqlalchemy.exc import DBAPIError
 
-    from billeting import cli
-
     try:
         return work()
     except DBAPIError as exc:
-        raise cli.CliError(f"cannot {what}: {cli._first_line(exc)}") from None
+        raise cli_common.CliError(f"cannot {what}: {cli_common.first_line(exc)}") from None
     finally:
         engine.dispose()
 
@@ -124,15 +120,14 @@ def _write(engine, work, what: str):
 def cmd_cell_add(args) -> int:
     from urllib.parse import urlsplit
 
-    from billeting import cli
     from billeting.apidb import cell_mappings
 
     _name("cell name", args.name)
     # What Bus() accepts: a mapping it cannot open would stop every scheduler
     # and compute API that reads the mappings.
     if args.transport_url is not None and urlsplit(args.transport_url).scheme not in ("amqp", "pyamqp", "memory"):
-        raise cli.UsageError(f"--transport-url {cli._hide_password(args.transport_url)!r}: expected "
-                             "amqp://USER:PW@HOST:PORT/VHOST")
+        raise cli_common.UsageError(f"--transport-url {cli_common.hide_password(args.transport_url)!r}: expected "
+                                    "amqp://USER:PW@HOST:PORT/VHOST")
     engine = _api_engine(args)
     try:
         cell_command.open_cell_engine(argparse.Namespace(cell_db=args.cell_db, cell=args.name,
@@ -148,7 +143,6 @@ def cmd_cell_add(args) -> int:
 
 
 def cmd_image_add(args) -> int:
-    from billeting import cli
     from billeting.apidb import images
 
     _name("image id", args.id)
@@ -156,7 +150,7 @@ def cmd_image_add(args) -> int:
     for item in args.property:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise cli.UsageError(f"--property {item}: expected KEY=VALUE")
+            raise cli_common.UsageError(f"--property {item}: expected KEY=VALUE")
         props[key] = value
     disk_format = _name("disk format", args.disk_format) if args.disk_format is not None else None
     engine = _api_engine(args)
@@ -187,38 +181,36 @@ def load_app(args):
 
 def _check_policy_file(path: str | None) -> None:
     """A policy file that cannot be read or parsed is one line, before any worker starts."""
-    from billeting import cli
     from billeting.api.compute import policy
     from billeting.common.policy import PolicyFileError
 
     try:
         policy.enforcer(policy_file=path)
     except PolicyFileError as exc:
-        raise cli.CliError(str(exc)) from None
+        raise cli_common.CliError(str(exc)) from None
 
 
 def cmd_serve(args) -> int:
-    from billeting import cli
     from billeting.api.compute.errors import render_server_error  # Nova's format
     from billeting.serving import ServeOptions, metrics, run
 
     args.log_level = args.log_level.upper()
     if args.log_level not in LOG_LEVELS:
-        raise cli.UsageError(f"--log-level {args.log_level}: expected DEBUG, INFO, WARNING or ERROR")
+        raise cli_common.UsageError(f"--log-level {args.log_level}: expected DEBUG, INFO, WARNING or ERROR")
     if not 1 <= args.port <= 65535:
-        raise cli.UsageError(f"--port must be between 1 and 65535, not {args.port}")
+        raise cli_common.UsageError(f"--port must be between 1 and 65535, not {args.port}")
     if args.conductor == "remote" and not args.transport_url:
-        raise cli.UsageError("--conductor remote casts to super conductors on the API bus: give --transport-url")
+        raise cli_common.UsageError("--conductor remote casts to super conductors on the API bus: give --transport-url")
     try:
         options = ServeOptions(host=args.host, port=args.port, workers=args.workers, threads=args.threads,
                                log_level=args.log_level, process_name="billeting-compute-api",
                                on_ready=lambda url: LOG.info("ready: %s", url), render_error=render_server_error)
     except ValueError as exc:  # workers or threads below 1
-        raise cli.UsageError(str(exc)) from None
+        raise cli_common.UsageError(str(exc)) from None
     if not args.placement_db:
         args.placement_url = args.placement_url or os.environ.get("BILLETING_PLACEMENT_URL") or DEFAULT_PLACEMENT_URL
-        cli.check_placement_url(args.placement_url)
-    cli.configure_logging(args.log_level)
+        cli_common.check_placement_url(args.placement_url)
+    cli_common.configure_logging(args.log_level)
     args.build_attempts = super_command.build_attempts(args)
     _check_policy_file(args.policy_file)
     _api_engine(args).dispose()

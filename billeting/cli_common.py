@@ -1,0 +1,207 @@
+"""What every ``billeting`` command module shares: the operator-facing
+errors and their exit statuses, the one-line argparse parser, logging set-up,
+database URL handling and the start-up checks.
+
+It sits below ``billeting.cli`` (which imports every command module to build
+its parser) so the command modules can import these at module level instead
+of reaching back up into ``cli``.  Keep it free of imports of command modules.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import os
+import re
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
+
+from billeting.config import Settings, SettingsError, default_db_url, load_settings, read_config_file
+from billeting.serving import bind_address
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+
+class CliError(Exception):
+    """A failure the operator can fix; printed as one line."""
+
+    exit_code = EXIT_FAILURE
+
+
+class UsageError(CliError):
+    """The command line or the configuration is wrong (exit status 2)."""
+
+    exit_code = EXIT_USAGE
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that points at --help."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def version() -> str:
+    try:
+        return importlib.metadata.version("billeting")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+_FLAG_NAMES = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "header_timeout",
+               "body_timeout", "keepalive_timeout", "graceful_timeout", "max_body_size", "auth",
+               "policy_file", "legacy_policy", "cors_origins", "cors_allow_headers", "auto_upgrade",
+               "metrics_access")
+
+
+def settings_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
+    flags = {name: getattr(args, name) for name in _FLAG_NAMES if getattr(args, name, None) is not None}
+    try:
+        return load_settings(flags, environ)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+@dataclass(slots=True)
+class DatabaseTarget:
+    url: str  # normalized, with the password
+    shown: str  # for messages: password replaced by ***
+    embedded: bool  # the per-user default SQLite file
+
+
+def resolve_database(settings: Settings) -> DatabaseTarget:
+    return database_target(settings.db or default_db_url(), embedded=not settings.db)
+
+
+def database_target(raw: str, *, embedded: bool, what: str = "database") -> DatabaseTarget:
+    """``raw`` normalized; an unsupported driver or a malformed URL is a usage error."""
+    from billeting.placement.store.engine import UnsupportedDatabase, normalize_url
+
+    try:
+        url = normalize_url(raw)
+    except (ArgumentError, ValueError) as exc:
+        if isinstance(exc, UnsupportedDatabase):
+            raise UsageError(str(exc)) from None
+        raise UsageError(f"invalid {what} URL {hide_password(raw)!r}: expected sqlite:///PATH, "
+                       "postgresql+psycopg://USER@HOST/DB or mysql+pymysql://USER@HOST/DB") from None
+    return DatabaseTarget(url=url, shown=hide_password(url), embedded=embedded)
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The file behind an SQLite URL (None for other databases and in-memory ones)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
+
+
+def missing_sqlite_file(url: str) -> str | None:
+    """The file behind an SQLite URL when it does not exist: connecting would
+    create it, which read-only commands must not do."""
+    sqlite_file = _sqlite_file(url)
+    return sqlite_file if sqlite_file is not None and not os.path.exists(sqlite_file) else None
+
+
+def hide_password(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):
+        return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+
+
+def first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip()
+    return text.splitlines()[0] if text else type(orig).__name__
+
+
+def connect_engine(target: DatabaseTarget, *, read_only: bool = False) -> Engine:
+    """An engine for ``target`` that has proven it can connect. ``read_only``:
+    SQLite is opened without Billeting's connection settings, which would
+    switch the file to WAL mode (a write)."""
+    from sqlalchemy import create_engine
+
+    from billeting.placement.store.engine import make_engine
+
+    if read_only and _sqlite_file(target.url) is not None:
+        engine = create_engine(target.url)
+    else:
+        engine = make_engine(target.url, pool_size=1)
+    try:
+        with engine.connect():
+            pass
+    except DBAPIError as exc:
+        engine.dispose()
+        raise CliError(f"cannot connect to database {target.shown}: {first_line(exc)}") from None
+    return engine
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stderr,
+                        format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s",
+                        force=True)
+    if level != "DEBUG":
+        # Alembic narrates every migration context at INFO; keep start-up readable.
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+
+
+def read_revision(target: DatabaseTarget, current_revision: Callable[[Engine], str | None]) -> str | None:
+    """``current_revision`` of ``target`` for the read-only ``status`` commands:
+    None for an SQLite file that does not exist (nothing may be created), one
+    line when the database cannot be read (e.g. a file that is not SQLite)."""
+    if missing_sqlite_file(target.url):
+        return None
+    engine = connect_engine(target, read_only=True)
+    try:
+        return current_revision(engine)
+    except DBAPIError as exc:
+        raise CliError(f"cannot read database {target.shown}: {first_line(exc)}") from None
+    finally:
+        engine.dispose()
+
+
+def check_listen(host: str, port: int) -> None:
+    """Fail fast with one line when the address is unusable (gunicorn would retry for seconds)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    probe = socket.socket(family, kind, proto)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(address)
+    except OSError as exc:
+        raise CliError(f"cannot listen on {bind_address(host, port)}: {exc.strerror}") from None
+    finally:
+        probe.close()
+
+
+def check_placement_url(url: str, what: str = "--placement-url") -> None:
+    """A Placement endpoint that is no http(s) URL is a usage error, found
+    before anything starts (not in a worker, as a traceback)."""
+    from billeting.placement_client.transport import check_url
+
+    try:
+        check_url(url)
+    except ValueError:
+        raise UsageError(f"{what} {hide_password(url)!r}: expected http://HOST:PORT or https://HOST[:PORT][/PATH]") \
+            from None
+
+
+def check_keystone_config(settings: Settings) -> None:
+    if not settings.config_file:
+        raise UsageError("--auth keystone needs --config-file with a [keystone_authtoken] section")
+    try:
+        parser = read_config_file(settings.config_file)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None
+    if not parser.has_section("keystone_authtoken"):
+        raise UsageError(f"--auth keystone: {settings.config_file} has no [keystone_authtoken] section")
