@@ -19,8 +19,8 @@ a request is decided; they run for its first instance only.
 from __future__ import annotations
 
 from billeting.scheduler.filter_base import REGISTRY, Filter
-from billeting.scheduler.request import HOST_SCOPE
 from billeting.scheduler.prefilters import DISABLED_TRAIT
+from billeting.scheduler.request import HOST_SCOPE
 
 
 class ComputeFilter(Filter):
