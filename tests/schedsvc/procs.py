@@ -13,7 +13,9 @@ from tests.concurrency.serve import RunningServer, clean_environ, free_port, sto
 
 
 @contextmanager
-def running_scheduler(*args: str, env: dict[str, str] | None = None) -> Iterator[RunningServer]:
+def running_scheduler(*args: str, env: dict[str, str] | None = None, probe: bool = True) -> Iterator[RunningServer]:
+    """``probe``: wait for an answer to ``GET /``; without it the caller
+    waits in its own way, and its requests are the first the processes see."""
     port = free_port()
     log_file = tempfile.NamedTemporaryFile(prefix="billeting-scheduler-", suffix=".log", delete=False)
     command = [sys.executable, "-m", "billeting.cli", "scheduler", "serve", "--host", "127.0.0.1",
@@ -21,7 +23,8 @@ def running_scheduler(*args: str, env: dict[str, str] | None = None) -> Iterator
     process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env or clean_environ())
     server = RunningServer(f"http://127.0.0.1:{port}", process, Path(log_file.name))
     try:
-        wait_until_up(server)
+        if probe:
+            wait_until_up(server)
         yield server
     finally:
         try:

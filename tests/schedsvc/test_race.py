@@ -7,6 +7,11 @@ requests arrive at once over RabbitMQ for a fleet with room for exactly
 150: exactly 150 must be placed and 50 refused with NoValidHost, Placement
 must show no host over its capacity, and the schedulers' log must show
 claims that lost a race and fell back to another host.
+
+The processes are fresh and the burst is the first thing they serve: no
+HTTP probe, no warm-up call — readiness is read from RabbitMQ (the number
+of consumers on the scheduler's queue), so every process meets its first
+requests concurrently with the others (issue 28).
 """
 from __future__ import annotations
 
@@ -65,9 +70,11 @@ def test_four_schedulers_race_for_150_slots(tmp_path_factory, amqp_vhost_factory
                                                                    "MEMORY_MB": Inventory(total=65536)})
                 hosts[rp.uuid] = rp.name
             with running_scheduler("--db", db.url, "--auto-upgrade", "--workers", str(SCHEDULERS),
-                                   "--placement-url", placement_server.url, "--transport-url", vhost) as sched:
+                                   "--placement-url", placement_server.url, "--transport-url", vhost,
+                                   probe=False) as sched:
                 deadline = time.monotonic() + 60
                 while _consumers(vhost) < SCHEDULERS and time.monotonic() < deadline:
+                    assert sched.process.poll() is None, sched.log()
                     time.sleep(0.5)
                 assert _consumers(vhost) == SCHEDULERS, sched.log()
 
