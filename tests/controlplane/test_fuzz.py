@@ -8,7 +8,8 @@ Every call the API serves is in its OpenAPI document (``billeting.api.
 compute.openapi``) and must answer with a status, content type and body the
 document lists. The test narrows some request bodies and query lists (a
 flavor and image that exist, so that the build path is reached); the server,
-flavor, group, aggregate, ... ids of a seeded plane are the path values. ``BILLETING_FUZZ_SCALE=N`` multiplies the examples."""
+flavor, group, aggregate, ... ids of a seeded plane are the path values.
+``BILLETING_FUZZ_SCALE=N`` multiplies the examples."""
 from __future__ import annotations
 
 import copy
