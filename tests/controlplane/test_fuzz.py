@@ -4,13 +4,12 @@ where the API takes any) and sends them through the whole Falcon app with
 a real control plane behind it. Nothing may answer 5xx; every error is in
 Nova's format (``{"<kind>": {"code": N, "message": "…"}}``).
 
-The calls the API's OpenAPI document describes (``billeting.api.compute.
-openapi``: servers, flavors, services, hypervisors, zones) must also answer
-with a status, content type and body the document lists. The test adds the
-other calls that take input, with any answer allowed, and narrows some
-request bodies (a flavor and image that exist) so that the build path is
-reached; the server, flavor and group ids of a seeded plane are the path
-values. ``BILLETING_FUZZ_SCALE=N`` multiplies the examples."""
+Every call the API serves is in its OpenAPI document (``billeting.api.
+compute.openapi``) and must answer with a status, content type and body the
+document lists. The test narrows some request bodies and query lists (a
+flavor and image that exist, so that the build path is reached); the server,
+flavor, group, aggregate, ... ids of a seeded plane are the path values.
+``BILLETING_FUZZ_SCALE=N`` multiplies the examples."""
 from __future__ import annotations
 
 import copy
@@ -27,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from billeting.api.compute import openapi, schemas
+from billeting.api.compute import app, openapi, schemas
 from tests.schema_fuzz import Tally, fuzz_every_operation
 
 EXAMPLES = 15 * int(os.environ.get("BILLETING_FUZZ_SCALE", "1"))
@@ -63,7 +62,8 @@ def _path(*names: str) -> list[dict]:
 
 
 def _op(body=None, parameters=()) -> dict:
-    op: dict = {"responses": {"default": {"description": "any"}}}
+    """What the test puts in place of a described call's request (its answers stay the document's)."""
+    op: dict = {}
     if body is not None:
         op["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     if parameters:
@@ -75,9 +75,26 @@ _SIMPLE_NAME = {"type": "string", "pattern": "^[a-z][a-z0-9-]{0,20}$"}
 
 
 def _server_group_create() -> dict:
+    """SERVER_GROUP_CREATE, or a body of either microversion's shape (the
+    generator alone seldom gives exactly one of policy and policies)."""
     schema = copy.deepcopy(schemas.SERVER_GROUP_CREATE)
-    schema["properties"]["server_group"]["properties"]["name"] = _SIMPLE_NAME
-    return schema
+    group = schema["properties"]["server_group"]
+    group["properties"]["name"] = _SIMPLE_NAME
+    shapes = []
+    for kept, required in ((("name", "policy"), ["name", "policy"]), (("name", "policies"), ["name", "policies"])):
+        shape = copy.deepcopy(schema)
+        inner = shape["properties"]["server_group"]
+        inner["properties"] = {k: v for k, v in inner["properties"].items() if k in kept}
+        inner["required"] = required
+        shapes.append(shape)
+    return {"anyOf": [schema, *shapes]}
+
+
+def _extra_spec_one() -> dict:
+    """The one spec the path's key names, as the body must (a body generated
+    from EXTRA_SPEC_ONE names another key: a 400 every time)."""
+    return {"type": "object", "properties": {"hw:cpu_policy": {"enum": ["dedicated", "shared", "bogus", 1, True]}},
+            "required": ["hw:cpu_policy"], "additionalProperties": False}
 
 
 def _server_create() -> dict:
@@ -108,7 +125,7 @@ _AGGREGATE_ACTION = {"anyOf": [
 
 DOCUMENT = {
     "openapi": "3.1.0",
-    "info": {"title": "compute API, the calls that take input (test only)", "version": "2.90"},
+    "info": {"title": "compute API, the requests the test narrows", "version": "2.90"},
     "paths": {
         "/v2.1/servers": {"post": _op(_server_create())},
         "/v2.1/servers/detail": {"get": _op(parameters=_query(
@@ -124,7 +141,7 @@ DOCUMENT = {
                                                               "is_public"))},
         "/v2.1/flavors/{flavor_id}/action": {"post": _op(schemas.FLAVOR_ACTION, _path("flavor_id"))},
         "/v2.1/flavors/{flavor_id}/os-extra_specs": {"post": _op(schemas.EXTRA_SPECS, _path("flavor_id"))},
-        "/v2.1/flavors/{flavor_id}/os-extra_specs/{key}": {"put": _op(schemas.EXTRA_SPEC_ONE,
+        "/v2.1/flavors/{flavor_id}/os-extra_specs/{key}": {"put": _op(_extra_spec_one(),
                                                                       _path("flavor_id", "key"))},
         "/v2.1/os-server-groups": {"post": _op(_server_group_create()),
                                    "get": _op(parameters=_query("limit", "offset", "all_projects"))},
@@ -150,15 +167,11 @@ DOCUMENT = {
 
 
 def _with_the_document(test_doc: dict) -> dict:
-    """The API's document, with the test's narrowed bodies and its query lists,
-    plus the test's other calls (answers not described: anything but a 5xx)."""
+    """The API's document, with the test's narrowed bodies and query lists."""
     merged = copy.deepcopy(openapi.document())
     for path, methods in test_doc["paths"].items():
         for method, op in methods.items():
-            described = merged["paths"].setdefault(path, {}).get(method)
-            if described is None:
-                merged["paths"][path][method] = op
-                continue
+            described = merged["paths"][path][method]  # (every call the test sends is described)
             for key in ("requestBody", "parameters"):
                 if key in op:
                     described[key] = op[key]
@@ -167,6 +180,22 @@ def _with_the_document(test_doc: dict) -> dict:
 
 VERSIONS = st.sampled_from(["2.90"] * 4 + ["2.1", "2.53", "2.64", "2.47", "2.87"])
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+def _deletes_last(operation) -> tuple:
+    """The seeded objects deleted last, and a flavor's extra spec before the flavor."""
+    deletes = operation.method.lower() == "delete"
+    return deletes, -operation.path.count("/") if deletes else 0
+
+
+class _Recorder:
+    """Stands for the app in ``app._routes``: the templates and their handlers."""
+
+    def __init__(self) -> None:
+        self.routes: list[tuple[str, object, str]] = []
+
+    def add_route(self, template: str, resource, suffix: str = "") -> None:
+        self.routes.append((template, resource, f"_{suffix}" if suffix else ""))
 
 
 def _nova_error(response) -> None:
@@ -181,7 +210,22 @@ def test_no_input_makes_the_compute_api_fail(plane_factory):
     plane.flavor(fid="2", name="bigger", ram=4096, vcpus=4, disk=40)
     servers = [plane.boot(name=f"vm{i}") for i in range(2)]
     services = plane.call("GET", "/v2.1/os-services").json["services"]
-    values = {"server_id": servers + ["nope"], "flavor_id": ["1", "nope"],
+    actions = plane.call("GET", f"/v2.1/servers/{servers[0]}/os-instance-actions").json["instanceActions"]
+    group = plane.call("POST", "/v2.1/os-server-groups", {"server_group": {
+        "name": "fuzzed", "policy": "anti-affinity"}}).json["server_group"]["id"]
+    assert plane.call("POST", "/v2.1/flavors", {"flavor": {
+        "name": "private", "id": "3", "ram": 512, "vcpus": 1, "disk": 1,
+        "os-flavor-access:is_public": False}}).status_code == 200
+    assert plane.call("POST", "/v2.1/flavors/1/os-extra_specs", {"extra_specs": {
+        "hw:cpu_policy": "dedicated"}}).status_code == 200
+    values = {"server_id": servers + ["nope"], "flavor_id": ["1", "3", "nope"],
+              # (the access calls: the private flavor first, or draws seldom reach it)
+              ("/v2.1/flavors/{flavor_id}/os-flavor-access", "flavor_id"): ["3", "1"],
+              ("/v2.1/flavors/{flavor_id}/action", "flavor_id"): ["3", "1", "nope"],
+              ("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}", "flavor_id"): ["1", "nope"],
+              ("/v2.1/flavors/{flavor_id}/os-extra_specs/{key}", "key"): ["hw:cpu_policy", "x"],
+              "request_id": [a["request_id"] for a in actions] + ["nope"], "migration_id": ["1", "nope"],
+              "group_id": [group, "nope"],
               "key": ["hw:cpu_policy", "resources:VCPU", "trait:HW_CPU_X86_AVX2", "x"],
               "service_id": [s["id"] for s in services][:2] + ["nope"],
               "aggregate_id": [str(plane.call("POST", "/v2.1/os-aggregates", {"aggregate": {
@@ -196,11 +240,27 @@ def test_no_input_makes_the_compute_api_fail(plane_factory):
 
     tally = Tally()
     failures = fuzz_every_operation(schema, path_values=values, examples=EXAMPLES, variant=VERSIONS,
-                                    prepare=prepare, checks=CHECKS, check=_nova_error, tally=tally)
+                                    prepare=prepare, checks=CHECKS, check=_nova_error, tally=tally,
+                                    order=_deletes_last)
     assert not failures, "\n".join(f"{label}: {text}" for label, text in failures.items())
     # The described answers were met, not only errors.
     for label, status in [("POST /v2.1/servers", 202), ("GET /v2.1/servers/detail", 200),
                           ("GET /v2.1/servers/{server_id}", 200), ("GET /v2.1/flavors/{flavor_id}", 200),
                           ("GET /v2.1/os-hypervisors/{hypervisor_id}", 200), ("GET /v2.1/os-services", 200),
-                          ("GET /v2.1/os-availability-zone/detail", 200)]:
+                          ("GET /v2.1/os-availability-zone/detail", 200),
+                          ("GET /v2.1/servers/{server_id}/os-instance-actions/{request_id}", 200),
+                          ("GET /v2.1/os-server-groups/{group_id}", 200), ("GET /v2.1/limits", 200),
+                          ("GET /v2.1/flavors/{flavor_id}/os-flavor-access", 200),
+                          ("GET /v2.1/os-aggregates/{aggregate_id}", 200), ("GET /", 200),
+                          ("PUT /v2.1/flavors/{flavor_id}/os-extra_specs/{key}", 200),
+                          ("POST /v2.1/os-server-groups", 200)]:
         assert tally.answered(label, status), (label, status, str(tally.statuses.get(label)))
+
+
+def test_the_document_describes_every_call_the_api_serves():
+    served = _Recorder()
+    app._routes(served, "/v2.1", None)
+    described = {(path, method) for path, methods in openapi.document()["paths"].items() for method in methods}
+    missing = {(t, m) for t, resource, suffix in served.routes for m in ("get", "post", "put", "delete")
+               if hasattr(resource, f"on_{m}{suffix}") and (t, m) not in described}
+    assert not missing

@@ -6,9 +6,11 @@ from __future__ import annotations
 import dataclasses
 
 import falcon.testing
+import jsonschema
 import orjson
 import pytest
 
+from billeting.api.compute import openapi
 from billeting.api.compute.app import make_app
 from billeting.compute.fake import FakeConfig
 from billeting.compute.manager import ComputeManager
@@ -428,3 +430,59 @@ def test_instance_actions_page_and_filter_by_time_from_2_58(moves):
     assert r.status_code == 400 and "changes-since must be less than" in r.json["badRequest"]["message"], r.text
     filtered = get(f"?changes-since={stamps[0]}&limit=1").json
     assert "changes-since=" in filtered["links"][0]["href"]
+
+
+def _conforms(response, template: str, method: str = "get") -> None:
+    """The answer is one the compute API's OpenAPI document lists for the call."""
+    document = openapi.document()
+    described = document["paths"][template][method]["responses"][str(response.status_code)]
+    if "content" not in described:
+        assert not response.content, response.text
+        return
+    schema = {**described["content"]["application/json"]["schema"], "components": document["components"]}
+    errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(response.json)]
+    assert not errors, (template, response.text, errors)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.23", "2.59", "2.90"])
+def test_move_answers_are_the_documents(moves, version):
+    """What the schema-driven fuzz cannot reach (its plane has no computes):
+    a move in flight, its migrations and actions, as the document says."""
+    m = moves
+    uuid = m.boot()
+    headers = {"OpenStack-API-Version": f"compute {version}"}
+    m.drivers["host2"].gate.clear()
+    body = ({"host": None, "block_migration": "auto"} if version not in ("2.1", "2.23")
+            else {"host": None, "block_migration": False, "disk_over_commit": False})
+    r = m.act(uuid, {"os-migrateLive": body}, version=version)
+    assert r.status_code == 202, r.text
+    _conforms(r, "/v2.1/servers/{server_id}/action", "post")
+    wait_for(m.drivers["host2"].waiting.is_set, what="the destination to start")
+    listed = m.p.call("GET", f"/v2.1/servers/{uuid}/migrations", headers=headers)
+    if version == "2.1":
+        assert listed.status_code == 404
+    else:
+        _conforms(listed, "/v2.1/servers/{server_id}/migrations")
+        live, = listed.json["migrations"]
+        _conforms(m.p.call("GET", f"/v2.1/servers/{uuid}/migrations/{live['id']}", headers=headers),
+                  "/v2.1/servers/{server_id}/migrations/{migration_id}")
+    _conforms(m.p.call("GET", "/v2.1/os-migrations", headers=headers), "/v2.1/os-migrations")
+    m.drivers["host2"].gate.set()
+    m.settled(uuid, "ACTIVE")
+    _conforms(m.p.call("GET", "/v2.1/os-migrations", headers=headers), "/v2.1/os-migrations")
+    actions = m.p.call("GET", f"/v2.1/servers/{uuid}/os-instance-actions", headers=headers)
+    _conforms(actions, "/v2.1/servers/{server_id}/os-instance-actions")
+    for action in actions.json["instanceActions"]:
+        for token in ("admin", f"bob:{m.p.call('GET', f'/v2.1/servers/{uuid}').json['server']['tenant_id']}"):
+            one = m.p.call("GET", f"/v2.1/servers/{uuid}/os-instance-actions/{action['request_id']}",
+                           headers={**headers, "X-Auth-Token": token})
+            assert one.status_code == 200, one.text
+            _conforms(one, "/v2.1/servers/{server_id}/os-instance-actions/{request_id}")
+    r = m.act(uuid, {"migrate": None}, version=version)
+    assert r.status_code == 202, r.text
+    _conforms(r, "/v2.1/servers/{server_id}/action", "post")
+    m.settled(uuid, "VERIFY_RESIZE")
+    r = m.act(uuid, {"confirmResize": None}, version=version)
+    assert r.status_code == 204, r.text
+    _conforms(r, "/v2.1/servers/{server_id}/action", "post")
+    _conforms(m.p.call("GET", "/v2.1/os-migrations", headers=headers), "/v2.1/os-migrations")

@@ -1,5 +1,7 @@
-"""The compute API's most used calls as an OpenAPI 3.1 document: servers,
-flavors, os-services, os-hypervisors and availability zones, at every
+"""The compute API as an OpenAPI 3.1 document: every call it serves (servers
+and their actions, instance actions and migrations, flavors with their
+extra specs and access lists, server groups, aggregates, os-services,
+os-hypervisors, availability zones, limits, the version documents), at every
 microversion the API serves (a field that only some microversions show is
 described but not required). Request bodies are the very JSON schemas the
 handlers validate with (``schemas``); answer bodies are written here after
@@ -8,9 +10,7 @@ that an undocumented key fails the schema-driven fuzz test
 (``tests/controlplane/test_fuzz.py``). Every error is Nova's fault
 document, ``{"<kind>": {"code": <status>, "message": "…"}}``.
 
-Not yet described: server actions and instance actions, migrations, flavor
-extra specs, os-server-groups, os-aggregates, limits and the version
-documents.
+The ``/v2`` prefix serves the same calls as ``/v2.1`` and is not repeated.
 """
 from __future__ import annotations
 
@@ -124,6 +124,67 @@ _COMPONENTS: dict[str, dict] = {
                 {"available": _BOOL, "active": _BOOL, "updated_at": _NULL_STR})}},
     }),
 }
+_COMPONENTS.update({
+    "InstanceActionEvent": _object({"event": _STR, "start_time": _STR, "finish_time": _NULL_STR,
+                                    "result": _NULL_STR}, {
+        "traceback": {"type": "null"},  # admins, and everyone before 2.51
+        "host": _STR, "hostId": _STR,  # 2.62 (host: admins only)
+        "details": _NULL_STR,  # 2.84
+    }),
+    "InstanceAction": _object({
+        "action": _STR, "instance_uuid": _STR, "message": _NULL_STR, "project_id": _STR, "request_id": _STR,
+        "start_time": _STR, "user_id": _STR,
+    }, {"updated_at": _STR,  # 2.58
+        "events": {"type": "array", "items": _ref("InstanceActionEvent")}}),  # shown one; admins or 2.51
+    "Migration": _object({
+        "id": _INT, "instance_uuid": _STR, "status": _STR, "source_compute": _NULL_STR, "source_node": _NULL_STR,
+        "dest_compute": _NULL_STR, "dest_node": _NULL_STR, "dest_host": _NULL_STR,
+        "old_instance_type_id": {"type": ["integer", "null"]}, "new_instance_type_id": {"type": ["integer", "null"]},
+        "created_at": _STR, "updated_at": _NULL_STR,
+    }, {
+        "migration_type": _STR, "links": _ref("Links"),  # 2.23 (links: live migrations in progress)
+        "uuid": _STR,  # 2.59
+        "project_id": _NULL_STR, "user_id": _NULL_STR,  # 2.80
+    }),
+    "ServerMigration": _object({
+        "id": _INT, "server_uuid": _STR, "status": _STR, "source_compute": _NULL_STR, "source_node": _NULL_STR,
+        "dest_compute": _NULL_STR, "dest_node": _NULL_STR, "dest_host": _NULL_STR, "created_at": _STR,
+        "updated_at": _NULL_STR,
+        **{f"{what}_{count}_bytes": {"type": ["integer", "null"]} for what in ("memory", "disk")
+           for count in ("total", "processed", "remaining")},
+    }, {"uuid": _STR, "project_id": _NULL_STR, "user_id": _NULL_STR}),  # 2.59, 2.80
+    "ExtraSpecs": _object({"extra_specs": {"type": "object", "additionalProperties": _STR}}),
+    # ``{"<key>": "<value>"}``: the one spec shown, created or updated
+    "ExtraSpec": {"type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": _STR},
+    "FlavorAccess": _object({"flavor_access": {"type": "array", "items": _object({"flavor_id": _STR,
+                                                                                 "tenant_id": _STR})}}),
+    "ServerGroup": _object({"id": _STR, "name": _STR, "members": {"type": "array", "items": _STR}}, {
+        # from 2.64; before, policies and metadata
+        "policy": _STR, "rules": _object({}, {"max_server_per_host": _INT, "scope": _STR}),
+        "policies": {"type": "array", "items": _STR}, "metadata": _object({}),
+        "project_id": _STR, "user_id": _STR,  # 2.13
+    }),
+    "Aggregate": _object({
+        "availability_zone": _NULL_STR, "created_at": _STR, "deleted": _BOOL, "deleted_at": {"type": "null"},
+        "id": _INT, "name": _STR, "updated_at": _NULL_STR,
+    }, {
+        # not in the answer to a create
+        "hosts": {"type": "array", "items": _STR}, "metadata": {"type": "object", "additionalProperties": _STR},
+        "uuid": _STR,  # 2.41
+    }),
+    "Limits": _object({"limits": _object({
+        "absolute": _object({key: _INT for key in (
+            "maxImageMeta", "maxServerMeta", "maxTotalCores", "maxTotalInstances", "maxTotalKeypairs",
+            "maxTotalRAMSize", "maxServerGroups", "maxServerGroupMembers", "totalCoresUsed", "totalInstancesUsed",
+            "totalRAMUsed", "totalServerGroupsUsed")}, {key: _INT for key in (
+                # before 2.36, and before 2.57
+                "maxSecurityGroups", "maxSecurityGroupRules", "maxTotalFloatingIps", "totalSecurityGroupsUsed",
+                "totalFloatingIpsUsed", "maxPersonality", "maxPersonalitySize")}),
+        "rate": {"type": "array", "maxItems": 0}})}),
+    "Version": _object({
+        "id": _STR, "status": _STR, "version": _STR, "min_version": _STR, "updated": _STR, "links": _ref("Links"),
+        "media-types": {"type": "array", "items": _object({"base": _STR, "type": _STR})}}),
+})
 
 _PATH = {"type": "string", "minLength": 1}
 _SERVER_QUERY = ("name", "status", "limit", "marker", "changes-since", "changes-before", "host", "flavor", "image",
@@ -131,6 +192,14 @@ _SERVER_QUERY = ("name", "status", "limit", "marker", "changes-since", "changes-
                  "ip", "ip6", "locked", "tags")
 _FLAVOR_QUERY = ("minRam", "minDisk", "limit", "marker", "is_public", "sort_key", "sort_dir")
 _HYPERVISOR_QUERY = ("limit", "marker", "hypervisor_hostname_pattern", "with_servers")
+_MIGRATION_QUERY = ("host", "status", "source_compute", "instance_uuid", "migration_type", "project_id", "user_id",
+                    "limit", "marker", "changes-since", "changes-before")
+# ``POST /servers/{id}/action``: one action, its arguments (checked per
+# action and microversion by the handler).
+_ONE_ACTION = {"type": "object", "minProperties": 1, "maxProperties": 1}
+_AGGREGATE_ACTION = {"oneOf": [
+    {"type": "object", "properties": {key: schema}, "required": [key], "additionalProperties": False}
+    for key, schema in schemas.AGGREGATE_ACTIONS.items()]}
 
 _ERRORS = {
     "400": "the body or the query is not valid",
@@ -214,6 +283,82 @@ def _paths() -> dict[str, dict]:
             200: _list_of("availabilityZoneInfo", "AvailabilityZone")})},
         "/v2.1/os-availability-zone/detail": {"get": _op("Availability zones with their hosts and services", {
             200: _list_of("availabilityZoneInfo", "AvailabilityZone")})},
+        **_other_paths(),
+    }
+
+
+def _other_paths() -> dict[str, dict]:
+    server_id, flavor_id, aggregate_id = ("server_id",), ("flavor_id",), ("aggregate_id",)
+    aggregate = _object({"aggregate": _ref("Aggregate")})
+    return {
+        "/": {"get": _op("The API's versions", {200: _object({"versions": {"type": "array",
+                                                                            "items": _ref("Version")}})})},
+        "/v2.1": {"get": _op("This version: its microversions", {200: _object({"version": _ref("Version")})})},
+        "/v2.1/servers/{server_id}/action": {"post": _op(
+            "Migrate, resize, live-migrate or evacuate a server (202, the move runs on), confirm (204) or "
+            "revert (202) a resize. Evacuate answers 200: before 2.14 with {\"adminPass\": null}, from 2.14 "
+            "with no body (one status cannot describe both, so its body is left undescribed)",
+            {200: None, 202: None, 204: None}, body=_ONE_ACTION, path=server_id, unavailable=True)},
+        "/v2.1/servers/{server_id}/os-instance-actions": {"get": _op(
+            "What was done to a server (paged from 2.58)",
+            {200: _object({"instanceActions": {"type": "array", "items": _ref("InstanceAction")}},
+                          {"links": _ref("Links")})},
+            path=server_id, query=("limit", "marker", "changes-since", "changes-before"))},
+        "/v2.1/servers/{server_id}/os-instance-actions/{request_id}": {"get": _op(
+            "One action, with its events", {200: _object({"instanceAction": _ref("InstanceAction")})},
+            path=("server_id", "request_id"))},
+        "/v2.1/servers/{server_id}/migrations": {"get": _op(
+            "A server's live migrations in progress (2.23)",
+            {200: _object({"migrations": {"type": "array", "items": _ref("ServerMigration")}})}, path=server_id)},
+        "/v2.1/servers/{server_id}/migrations/{migration_id}": {"get": _op(
+            "One live migration in progress (2.23)", {200: _object({"migration": _ref("ServerMigration")})},
+            path=("server_id", "migration_id"))},
+        "/v2.1/os-migrations": {"get": _op("Every cell's migrations (paged from 2.59)",
+                                           {200: _list_of("migrations", "Migration", paged=True)},
+                                           query=_MIGRATION_QUERY)},
+        "/v2.1/flavors/{flavor_id}/action": {"post": _op(
+            "Open a private flavor to a project, or close it again", {200: "FlavorAccess"},
+            body=schemas.FLAVOR_ACTION, path=flavor_id)},
+        "/v2.1/flavors/{flavor_id}/os-flavor-access": {"get": _op(
+            "The projects a private flavor is open to", {200: "FlavorAccess"}, path=flavor_id)},
+        "/v2.1/flavors/{flavor_id}/os-extra_specs": {
+            "get": _op("A flavor's extra specs", {200: "ExtraSpecs"}, path=flavor_id),
+            "post": _op("Set extra specs (others kept)", {200: "ExtraSpecs"}, body=schemas.EXTRA_SPECS,
+                        path=flavor_id),
+        },
+        "/v2.1/flavors/{flavor_id}/os-extra_specs/{key}": {
+            "get": _op("One extra spec", {200: "ExtraSpec"}, path=("flavor_id", "key")),
+            "put": _op("Set one extra spec", {200: "ExtraSpec"}, body=schemas.EXTRA_SPEC_ONE,
+                       path=("flavor_id", "key")),
+            "delete": _op("Delete one extra spec", {200: None}, path=("flavor_id", "key")),
+        },
+        "/v2.1/os-server-groups": {
+            "get": _op("Server groups", {200: _object({"server_groups": {"type": "array",
+                                                                          "items": _ref("ServerGroup")}})},
+                       query=("limit", "offset", "all_projects")),
+            "post": _op("Create a server group", {200: _object({"server_group": _ref("ServerGroup")})},
+                        body=schemas.SERVER_GROUP_CREATE),
+        },
+        "/v2.1/os-server-groups/{group_id}": {
+            "get": _op("One server group", {200: _object({"server_group": _ref("ServerGroup")})},
+                       path=("group_id",)),
+            "delete": _op("Delete a server group", {204: None}, path=("group_id",)),
+        },
+        "/v2.1/os-aggregates": {
+            "get": _op("Host aggregates", {200: _object({"aggregates": {"type": "array",
+                                                                         "items": _ref("Aggregate")}})}),
+            "post": _op("Create a host aggregate", {200: aggregate}, body=schemas.AGGREGATE_CREATE),
+        },
+        "/v2.1/os-aggregates/{aggregate_id}": {
+            "get": _op("One host aggregate", {200: aggregate}, path=aggregate_id),
+            "put": _op("Rename it or move it to another zone", {200: aggregate}, body=schemas.AGGREGATE_UPDATE,
+                       path=aggregate_id),
+            "delete": _op("Delete a host aggregate", {200: None}, path=aggregate_id),
+        },
+        "/v2.1/os-aggregates/{aggregate_id}/action": {"post": _op(
+            "Add or remove a host, or set metadata", {200: aggregate}, body=_AGGREGATE_ACTION, path=aggregate_id)},
+        "/v2.1/limits": {"get": _op("A project's usage; no quota (every maximum is -1)", {200: "Limits"},
+                                    query=("tenant_id", "reserved"))},
     }
 
 
@@ -222,7 +367,7 @@ def document() -> dict:
     """A fresh reading is ``copy.deepcopy(document())``: the result is shared."""
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Billeting compute API (Nova-compatible), the most used calls", "version": "2.90"},
+        "info": {"title": "Billeting compute API (Nova-compatible)", "version": "2.90"},
         "paths": _paths(),
         "components": {"schemas": _COMPONENTS,
                        "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "X-Auth-Token"}}},
