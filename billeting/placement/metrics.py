@@ -25,12 +25,11 @@ def _build() -> None:
     """(Re)create every metric in the default registry. Runs at import, and again
     when a master switches the process to multi-process mode after this module
     was imported (metric values are bound to their storage when built)."""
-    global REQUESTS, LATENCY, CANDIDATES, CLAIM_CONFLICTS, RETRIES, RETRIES_EXHAUSTED
+    global REQUESTS, LATENCY, CANDIDATES, CLAIM_CONFLICTS, RETRIES, RETRIES_EXHAUSTED, _ROUTES
     global SUMMARY_CACHE, SUMMARY_CACHE_ENTRIES, POOL_CHECKED_OUT, POOL_OPEN, POOL_SIZE
     for old in _BUILT:
         REGISTRY.unregister(old)
     _BUILT.clear()
-    _CHILDREN.clear()
     REQUESTS = Counter(
         _P + "http_requests", "HTTP requests answered, by route template, method and status.",
         ["route", "method", "status"])
@@ -75,12 +74,10 @@ def _build() -> None:
         multiprocess_mode="livesum")
     _BUILT.extend([REQUESTS, LATENCY, CANDIDATES, CLAIM_CONFLICTS, RETRIES, RETRIES_EXHAUSTED,
                    SUMMARY_CACHE, SUMMARY_CACHE_ENTRIES, POOL_CHECKED_OUT, POOL_OPEN, POOL_SIZE])
+    _ROUTES = shared.RouteCounts(REQUESTS, LATENCY)
 
 
 _BUILT: list = []
-# (route, method, status) -> the labelled counter and histogram: labels() costs
-# more than the increment itself, and the combinations are few.
-_CHILDREN: dict[tuple[str, str, int], tuple] = {}
 _build()
 shared.on_rebuild(_build)
 
@@ -91,12 +88,7 @@ CONCURRENT_UPDATE = "placement.concurrent_update"
 # --- what the rest of the code calls --------------------------------------------------
 
 def observe_request(route: str, method: str, status: int, seconds: float) -> None:
-    key = (route, method, status)
-    children = _CHILDREN.get(key)
-    if children is None:
-        children = _CHILDREN[key] = (REQUESTS.labels(route, method, str(status)), LATENCY.labels(route, method))
-    children[0].inc()
-    children[1].observe(seconds)
+    _ROUTES.observe(route, method, status, seconds)
 
 
 def observe_candidates(returned: int) -> None:

@@ -141,6 +141,26 @@ class RouteLabels:
 Observer = Callable[[dict, str, str, int, float], None]
 
 
+class RouteCounts:
+    """A service's request counter (route, method, status) and latency
+    histogram (route, method), with their labelled children kept:
+    ``labels()`` costs more than the increment itself, and the combinations
+    are few. Made again with the metrics when they are rebuilt."""
+
+    def __init__(self, requests, latency) -> None:
+        self.requests, self.latency = requests, latency
+        self._children: dict[tuple[str, str, int], tuple] = {}
+
+    def observe(self, route: str, method: str, status: int, seconds: float) -> None:
+        key = (route, method, status)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (self.requests.labels(route, method, str(status)),
+                                              self.latency.labels(route, method))
+        children[0].inc()
+        children[1].observe(seconds)
+
+
 class RequestMetrics:
     """The outermost WSGI layer: hands every request's route template,
     method (``other`` when unusual), status and duration to ``observe``."""

@@ -10,15 +10,13 @@ from billeting.serving import metrics as shared
 
 _P = "billeting_compute_api_"
 _BUILT: list = []
-_CHILDREN: dict[tuple[str, str, int], tuple] = {}
 
 
 def _build() -> None:
-    global REQUESTS, LATENCY
+    global REQUESTS, LATENCY, _ROUTES
     for old in _BUILT:
         REGISTRY.unregister(old)
     _BUILT.clear()
-    _CHILDREN.clear()
     REQUESTS = Counter(_P + "http_requests", "HTTP requests answered, by route template, method and status.",
                        ["route", "method", "status"])
     LATENCY = Histogram(_P + "http_request_duration_seconds",
@@ -26,6 +24,7 @@ def _build() -> None:
                         "template and method.", ["route", "method"],
                         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
     _BUILT.extend([REQUESTS, LATENCY])
+    _ROUTES = shared.RouteCounts(REQUESTS, LATENCY)
 
 
 _build()
@@ -33,12 +32,7 @@ shared.on_rebuild(_build)
 
 
 def observe_request(environ, route: str, method: str, status: int, seconds: float) -> None:
-    key = (route, method, status)
-    children = _CHILDREN.get(key)
-    if children is None:
-        children = _CHILDREN[key] = (REQUESTS.labels(route, method, str(status)), LATENCY.labels(route, method))
-    children[0].inc()
-    children[1].observe(seconds)
+    _ROUTES.observe(route, method, status, seconds)
 
 
 class Endpoint:
