@@ -38,7 +38,7 @@ import msgspec
 
 from billeting.placement.candidates import gcpause
 from billeting.placement_client.client import PlacementClient, PlacementError
-from billeting.placement_client.model import AllocationRequest
+from billeting.placement_client.model import AllocationRequest, CandidateQuery
 from billeting.placement_client.query import UnsupportedQuery, query_string
 from billeting.scheduler import alternates as alternates_mod
 from billeting.scheduler import claiming
@@ -104,7 +104,7 @@ class _Asked:
     located: dict
     records: dict
     decision: Decision
-    query: object
+    query: CandidateQuery
     qs: str
 
 
@@ -417,7 +417,6 @@ class Scheduler:
         hosts = offer.hosts
         consumption = hosts[0].consumption if hosts else None
         outcomes: list[object] = [None] * len(batch)
-        # (request's index in the batch, its pick, its ranking, the Decision it was ranked by)
         planned: list[_Planned] = []
         for members in _alike(batch):
             self._plan_alike(batch, members, offer, consumption, outcomes, planned)
