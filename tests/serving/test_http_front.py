@@ -112,13 +112,25 @@ def test_an_exception_in_the_app_is_a_json_500(port):
 
 
 def test_keep_alive_and_pipelined_requests_are_answered_in_order(port):
+    four = b"GET /four HTTP/1.1\r\nHost: t\r\n\r\n"
     with connect(port) as sock:
         sock.sendall(b"GET /one HTTP/1.1\r\nHost: t\r\n\r\n"
                      b"POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"
                      b"GET /three HTTP/1.1\r\nHost: t\r\n\r\n")
-        bodies = [read_answer(sock, method).body for method in ("GET", "POST", "GET")]
-        sock.sendall(b"GET /four HTTP/1.1\r\nHost: t\r\n\r\n")
-        bodies.append(read_answer(sock).body)
+        answers = [read_answer(sock, method) for method in ("GET", "POST", "GET")]
+        if answers[-1].headers.get("connection") != "close":
+            sock.sendall(four)
+            answers.append(read_answer(sock))
+    if len(answers) == 3:
+        # A worker may close a kept-alive connection once it has answered
+        # everything queued on it, to even out the workers (``sheds_one``),
+        # and says so; a client then sends its next request on a new one.
+        with connect(port) as again:
+            again.sendall(four)
+            answers.append(read_answer(again))
+    # Never while requests are queued behind an answer: the pipeline stays whole.
+    assert all(a.headers.get("connection") != "close" for a in answers[:2])
+    bodies = [a.body for a in answers]
     assert bodies == [b"hello GET /one 0", b"abc", b"hello GET /three 0", b"hello GET /four 0"]
 
 
