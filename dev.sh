@@ -5,9 +5,12 @@
 #   ./dev.sh test  [pytest args]             install if needed, then run pytest once per backend
 #   ./dev.sh serve [billeting serve flags]   install if needed, then serve the Placement API alone
 #
-# Installation: .venv is created when missing and (re)installed with
-# `pip install -e '.[test]'` whenever pyproject.toml differs from the one last
-# installed (a checksum is kept in .venv/.billeting-pyproject.sha256).
+# Installation: .venv is created when missing. `up` and `serve` install what
+# running Billeting needs; `test` adds the test extras. uv does the install when
+# it is on PATH or can be fetched into .venv (seconds with a warm cache), pip
+# otherwise (BILLETING_INSTALLER=pip forces pip). A checksum of pyproject.toml per
+# extras set (.venv/.billeting-<set>.sha256) keeps a second run from installing
+# again until pyproject.toml changes.
 #
 # Backends for `test`: SQLite always; then PostgreSQL and MariaDB/MySQL
 # (BILLETING_TEST_DB=postgresql / mysql, the local servers on 127.0.0.1).
@@ -19,7 +22,6 @@ set -euo pipefail
 
 cd "$(dirname "$0")"
 VENV=.venv
-STAMP="$VENV/.billeting-pyproject.sha256"
 
 say() { printf 'dev.sh: %s\n' "$*" >&2; }
 
@@ -37,21 +39,48 @@ find_python() {
     return 1
 }
 
+# The uv to install with, or nothing when pip must do it.
+find_uv() {
+    [ "${BILLETING_INSTALLER:-}" = pip ] && return 0
+    if command -v uv >/dev/null 2>&1; then
+        command -v uv
+    elif [ -x "$VENV/bin/uv" ]; then
+        echo "$VENV/bin/uv"
+    elif "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check uv >/dev/null 2>&1; then
+        echo "$VENV/bin/uv"
+    else
+        say "could not fetch uv; installing with pip (slower)"
+    fi
+}
+
+# ensure_venv SET: billeting installed with the extras SET ("run" = none, "test").
 ensure_venv() {
+    local set=$1 spec=. python
+    [ "$set" = run ] || spec=".[$set]"
     if [ ! -x "$VENV/bin/python" ]; then
-        local python
         python=$(find_python)
         say "creating $VENV with $python"
         "$python" -m venv "$VENV"
-        rm -f "$STAMP"
     fi
-    local want
+    local want stamp
     want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-    if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
-        say "installing billeting and its test dependencies into $VENV"
-        "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
-        echo "$want" >"$STAMP"
+    # the test set holds everything the run set does
+    for stamp in "$VENV/.billeting-$set.sha256" "$VENV/.billeting-test.sha256"; do
+        if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+            return 0
+        fi
+    done
+    local started=$SECONDS uv
+    uv=$(find_uv)
+    if [ -n "$uv" ]; then
+        say "installing billeting ($set) into $VENV with uv"
+        "$uv" pip install --python "$VENV/bin/python" -e "$spec"
+    else
+        say "installing billeting ($set) into $VENV with pip"
+        "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar on -e "$spec"
     fi
+    echo "$want" >"$VENV/.billeting-$set.sha256"
+    say "installed in $((SECONDS - started)) s"
 }
 
 # Is the backend's local server answering? (2 s connect timeout)
@@ -136,15 +165,15 @@ command=${1:-}
 [ $# -gt 0 ] && shift
 case $command in
 up)
-    ensure_venv
+    ensure_venv run
     exec "$VENV/bin/billeting" up "$@"
     ;;
 serve)
-    ensure_venv
+    ensure_venv run
     exec "$VENV/bin/billeting" serve "$@"
     ;;
 test)
-    ensure_venv
+    ensure_venv test
     run_tests "$@"
     ;;
 -h | --help | help)
