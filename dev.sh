@@ -72,10 +72,11 @@ ensure_venv() {
     done
     local started=$SECONDS uv
     uv=$(find_uv)
-    if [ -n "$uv" ]; then
-        say "installing billeting ($set) into $VENV with uv"
-        "$uv" pip install --python "$VENV/bin/python" -e "$spec"
+    if [ -n "$uv" ] && say "installing billeting ($set) into $VENV with uv" &&
+        "$uv" pip install --python "$VENV/bin/python" -e "$spec"; then
+        :
     else
+        # uv may not reach an index pip is configured for (a mirror, find-links)
         say "installing billeting ($set) into $VENV with pip"
         "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar on -e "$spec"
     fi
