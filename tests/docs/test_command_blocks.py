@@ -117,9 +117,27 @@ def _tour(out: str, tmp_path: Path) -> None:
     assert "lacked trait HW_CPU_X86_AVX512F" in out, out
 
 
+def _placement_first_look(out: str, tmp_path: Path) -> None:
+    assert '"max_version": "1.39"' in out.replace('":"', '": "'), out
+    assert out.count('"name": "compute-1"') + out.count('"name":"compute-1"') == 2, out  # created, then listed
+    assert '"status"' in out and '"ok"' in out, out  # the health check
+
+
+def _upgrades(out: str, tmp_path: Path) -> None:
+    assert "behind (exit 1)" in out and "revision 0004, head 0004" in out, out
+
+
+def _moves(out: str, tmp_path: Path) -> None:
+    assert re.search(r"^h\d -> h\d status resized$", out, re.M), out
+    assert re.search(r"^after confirm: migration holds \{\} instance on h\d$", out, re.M), out
+
+
 CHECKS: dict[str, Callable[[str, Path], None]] = {
     "README.md:walkthrough": _walkthrough,
     "README.md:tour": _tour,
+    "docs/operator/placement.md:placement-first-look": _placement_first_look,
+    "docs/operator/upgrades.md:upgrade-commands": _upgrades,
+    "docs/operator/moves.md:moves-in-one-process": _moves,
 }
 
 

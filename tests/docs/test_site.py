@@ -1,0 +1,63 @@
+"""The documentation site builds with ``mkdocs build --strict`` (a broken
+link, a page missing from the navigation's targets or a generated reference
+that fails to render is an error), and the README stays a short front page."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+from tests.docs.blocks import ROOT
+
+
+def test_the_site_builds_strictly(tmp_path):
+    site = tmp_path / "site"
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The generated references are there, rendered from the code.
+    placement = (site / "reference" / "placement-api" / "index.html").read_text()
+    assert "/allocation_candidates" in placement and "placement:reshaper:reshape" in placement
+    assert "/selections" in (site / "reference" / "scheduler-api" / "index.html").read_text()
+    assert "/v2.1/servers" in (site / "reference" / "compute-api" / "index.html").read_text()
+    commands = (site / "reference" / "commands" / "index.html").read_text()
+    assert "billeting scheduler serve" in commands and "--port-base" in commands
+
+
+def test_the_readme_is_short_and_starts_with_the_two_commands():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 300
+    first_block = re.search(r"```\w*\n(.*?)```", text, re.S)[1]
+    assert "./dev.sh up" in first_block and "./dev.sh test" in first_block
+
+
+def test_design_references_point_into_docs():
+    """Code cites design pages by path; each path (and its anchor) exists."""
+    cited = set()
+    for path in [*(ROOT / "billeting").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
+        cited.update((path, m[1], m[2]) for m in re.finditer(r"docs/([\w/.-]+\.md)(?:#([\w-]+))?",
+                                                             path.read_text(encoding="utf-8")))
+    assert cited
+    missing = []
+    for source, page, anchor in sorted(cited):
+        target = ROOT / "docs" / page
+        if not target.exists():
+            missing.append(f"{source.relative_to(ROOT)}: docs/{page}")
+        elif anchor and anchor not in _anchors(target.read_text(encoding="utf-8")):
+            missing.append(f"{source.relative_to(ROOT)}: docs/{page}#{anchor}")
+    assert not missing, "\n".join(missing)
+
+
+def _anchors(markdown: str) -> set[str]:
+    """Heading ids as MkDocs makes them: an explicit ``{#id}``, else the slug."""
+    found = set()
+    for heading in re.findall(r"^#{1,6} (.+)$", markdown, re.M):
+        explicit = re.search(r"\{#([\w-]+)\}\s*$", heading)
+        if explicit:
+            found.add(explicit[1])
+            continue
+        text = re.sub(r"[`*]", "", heading).strip().lower()
+        found.add(re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", text)))
+    return found
