@@ -33,6 +33,13 @@ def test_the_readme_is_short_and_starts_with_the_two_commands():
     assert "./dev.sh up" in first_block and "./dev.sh test" in first_block
 
 
+def test_the_readme_links_resolve():
+    text = (ROOT / "README.md").read_text()
+    targets = [link for link in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text) if "://" not in link]
+    assert targets
+    assert [t for t in targets if not (ROOT / t).exists()] == []
+
+
 def test_design_references_point_into_docs():
     """Code cites design pages by path; each path (and its anchor) exists."""
     cited = set()
