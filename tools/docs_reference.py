@@ -137,13 +137,20 @@ def _operation(document: dict, path: str, method: str, op: dict) -> list[str]:
             out += ['??? note "Schema"', ""] + ["    " + line for line in _json_block(schema)]
     responses = op.get("responses", {})
     if responses:
+        inline = []  # answer bodies without a named schema: shown whole below the table
         out += ["| Status | Meaning | Body |", "|---|---|---|"]
         for status in sorted(responses, key=str):
             answer = _resolve(document, responses[status])
             schema = _body_schema(answer.get("content"))
-            out.append(f"| {status} | {_cell(answer.get('description', ''))} "
-                       f"| {_schema_summary(document, schema) if schema else ''} |")
+            if schema is not None and _ref_name(schema) is None:
+                inline.append((status, schema))
+                summary = "below"
+            else:
+                summary = _schema_summary(document, schema) if schema else ""
+            out.append(f"| {status} | {_cell(answer.get('description', ''))} | {summary} |")
         out.append("")
+        for status, schema in inline:
+            out += [f'??? note "{status} body"', ""] + ["    " + line for line in _json_block(schema)]
     return out
 
 
