@@ -132,12 +132,19 @@ def _moves(out: str, tmp_path: Path) -> None:
     assert re.search(r"^after confirm: migration holds \{\} instance on h\d$", out, re.M), out
 
 
+def _compute_api_session(out: str, tmp_path: Path) -> None:
+    assert "HTTP/1.1 202 Accepted" in out, out                   # two servers accepted
+    assert re.search(r"(^|\})204$", out, re.M), out             # one deleted (curl prints no newline)
+    assert '"availability_zone": "az1"' in out and '"name": "faster"' in out, out   # an aggregate, renamed
+
+
 CHECKS: dict[str, Callable[[str, Path], None]] = {
     "README.md:walkthrough": _walkthrough,
     "README.md:tour": _tour,
     "docs/operator/placement.md:placement-first-look": _placement_first_look,
     "docs/operator/upgrades.md:upgrade-commands": _upgrades,
     "docs/operator/moves.md:moves-in-one-process": _moves,
+    "docs/operator/compute-api.md:compute-api-session": _compute_api_session,
 }
 
 
