@@ -8,9 +8,14 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.docs.blocks import ROOT
 
 
+# The build reads no database: once per suite run (the SQLite pass) is enough.
+@pytest.mark.skipif(os.environ.get("BILLETING_TEST_DB", "sqlite") != "sqlite",
+                    reason="runs in the SQLite pass (the site does not depend on the database)")
 def test_the_site_builds_strictly(tmp_path):
     site = tmp_path / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
