@@ -10,6 +10,7 @@ Whatever a script leaves running is stopped with its process group.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -147,6 +148,23 @@ def _exit_statuses(out: str, tmp_path: Path) -> None:
     assert lines[3:] == ["exit 1", "nowhere.sqlite was not created"], out
 
 
+def _json_documents(out: str, start: str) -> list:
+    """The JSON documents in ``out`` that begin with ``start`` (curl prints them back to back)."""
+    decoder, found, i = json.JSONDecoder(), [], out.find(start)
+    while i != -1:
+        found.append(decoder.raw_decode(out, i)[0])
+        i = out.find(start, i + 1)
+    return found
+
+
+def _scheduler_api(out: str, tmp_path: Path) -> None:
+    assert '"errors"' not in out, out                            # every call of the session succeeded
+    assert len(_json_documents(out, '{"selections":')) == 4, out  # four instances placed
+    dry_runs = _json_documents(out, '{"hosts":[{"host"')
+    assert [h["host"] for h in dry_runs[-1]["hosts"]] == ["host3"], out  # only host3 has SEV and kvm >= 8.0
+    assert "/selections" in out.splitlines() and "/topology/{level}/{name}" in out.splitlines(), out
+
+
 CHECKS: dict[str, Callable[[str, Path], None]] = {
     "README.md:walkthrough": _walkthrough,
     "README.md:tour": _tour,
@@ -155,6 +173,7 @@ CHECKS: dict[str, Callable[[str, Path], None]] = {
     "docs/operator/moves.md:moves-in-one-process": _moves,
     "docs/operator/compute-api.md:compute-api-session": _compute_api_session,
     "docs/operator/configuration.md:exit-statuses": _exit_statuses,
+    "docs/operator/scheduler.md:scheduler-api": _scheduler_api,
 }
 
 
