@@ -62,6 +62,19 @@ def test_design_references_point_into_docs():
     assert not missing, "\n".join(missing)
 
 
+# Citations of documents that are not in the repository.
+OUTSIDE = re.compile(r"\bspec §?\d+(\.\d+)+|\bscheduler-design\b|\bdesign document \d|\b[Qq]uirk Q\d+|shared/docs")
+
+
+def test_no_citations_of_documents_outside_the_repository():
+    """What the code cites is in docs/ (say docs/design/placement-model.md#inventory)."""
+    found = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}"
+             for path in [*(ROOT / "billeting").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
+             if path.name != "test_site.py"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if OUTSIDE.search(line)]
+    assert not found, "\n".join(found)
+
+
 def _anchors(markdown: str) -> set[str]:
     """Heading ids as MkDocs makes them: an explicit ``{#id}``, else the slug."""
     found = set()
