@@ -187,7 +187,7 @@ class Response:
 def call_wsgi(app, environ: dict) -> Response:
     """Call the app as a WSGI server would. (Falcon's test client would add
     wsgiref's validator, which insists on a Content-Type even for a body-less
-    201; Placement sends none there, spec 2.6.)"""
+    201; Placement sends none there, docs/design/placement-http.md#content-negotiation.)"""
     captured: dict = {}
 
     def start_response(status, headers, exc_info=None):

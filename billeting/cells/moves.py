@@ -2,7 +2,7 @@
 live migration, evacuation).
 
 During a move the migration's uuid is the Placement consumer of the source
-allocation (scheduler-design 6.1), so the record is what tells the audit
+allocation (docs/design/moves.md#the-consumer-swap), so the record is what tells the audit
 that such an allocation is legitimate: a migration whose status is not yet
 one of ``audit.MIGRATION_DONE`` keeps its allocation. Status changes are
 compare-and-set on the expected status, like instance transitions.

@@ -8,7 +8,7 @@ resource tracker owns everything Placement-specific around that:
 allocation ratios for VCPU/MEMORY_MB/DISK_GB, the ``COMPUTE_NODE``/owner/
 ``COMPUTE_STATUS_DISABLED`` traits, capability traits, generations.
 
-Build failures come in two kinds (scheduler-design 1.4): ``BuildFailed``
+Build failures come in two kinds (docs/design/scheduling-flow.md#the-reschedule-walk): ``BuildFailed``
 may be retried on another host; ``BuildAborted`` may not (the request
 itself is bad). ``BuildInterrupted`` means the compute is stopping: the
 build is left as it is, exactly as if the process had died, and is

@@ -1,5 +1,5 @@
 """A fake virt driver: no hypervisor, a configurable shape, and builds that
-take a set time and fail with a set probability (scheduler-design 7.6).
+take a set time and fail with a set probability (docs/design/compute-reporting.md#the-fake-driver).
 
 Shapes (one node named after the service host, except Ironic):
 

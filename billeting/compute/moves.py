@@ -1,6 +1,6 @@
 """The compute's part of moves: build the guest on the destination, finish
 or roll back, drop guests a move left behind, and clean up after crashes
-and evacuations when the compute starts (scheduler-design 6).
+and evacuations when the compute starts (docs/design/moves.md).
 
 Hooked into ``ComputeManager`` by three calls: its handlers include
 ``handlers()``, ``init_host`` runs ``recover()`` and keeps the guests

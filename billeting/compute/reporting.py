@@ -1,5 +1,5 @@
 """Keeping a node's provider tree in Placement as the compute wants it
-(scheduler-design 7.4).
+(docs/design/compute-reporting.md#flushing-the-tree).
 
 The reporter caches what Placement holds for each tree (providers with
 parent links, generations, inventories, traits), re-reading it every

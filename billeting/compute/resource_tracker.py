@@ -1,5 +1,5 @@
 """The resource tracker: reports each node of a compute to the cell
-database and to Placement (scheduler-design 7.1-7.3).
+database and to Placement (docs/design/compute-reporting.md).
 
 For every node the driver runs, a periodic run
 

@@ -2,7 +2,7 @@
 (or by whoever starts computes in a process) and passed down.
 
 Names and defaults follow Nova's options of the same meaning
-(scheduler-design 7.2 and appendix B).
+(docs/design/compute-reporting.md#inventory-records).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The trait rules a compute applies to its providers (scheduler-design 7.3).
+"""The trait rules a compute applies to its providers (docs/design/compute-reporting.md#traits).
 
 On every root provider: ``COMPUTE_NODE``, the owner trait, the capability
 traits the driver supports now, and ``COMPUTE_STATUS_DISABLED`` exactly

@@ -1,4 +1,4 @@
-"""The move tasks (scheduler-design 6): resize and cold migrate, confirm and
+"""The move tasks (docs/design/moves.md): resize and cold migrate, confirm and
 revert, live migration, evacuation. The compute API calls them; they own
 the scheduling of the destination, the allocation writes in Placement,
 the migration record and the casts to the computes of the instance's cell.

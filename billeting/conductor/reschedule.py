@@ -1,4 +1,4 @@
-"""The cell conductor's reschedule walk (scheduler-design 1.4, 9.2), once.
+"""The cell conductor's reschedule walk (docs/design/scheduling-flow.md#the-reschedule-walk), once.
 
 A build failed on its compute; the compute has already deleted the
 instance's allocation (it must: claiming on top would merge two

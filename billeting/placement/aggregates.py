@@ -1,8 +1,9 @@
-"""Provider ↔ aggregate associations (spec 1.5, 3.4).
+"""Provider ↔ aggregate associations (docs/design/placement-model.md#aggregates,
+docs/design/placement-endpoints.md#provider-aggregates).
 
 An aggregate is only a uuid string. It comes into existence the first time a
 provider is associated with it and is never deleted. Strings are stored as
-the client sent them (Quirk Q9: a dash-less uuid is a different aggregate
+the client sent them (Quirk docs/design/placement-quirks.md#q9: a dash-less uuid is a different aggregate
 from its dashed form), except that decorated forms too long for the column
 (``urn:uuid:…``, ``{…}`` with dashes) are stored in canonical form.
 """
@@ -88,7 +89,7 @@ def set_for_provider(conn: Connection, uuid: str, aggregates: list[str], *,
 
     ``given_generation`` is ``None`` for the old (< 1.19) form, which neither
     checks nor moves the generation; otherwise it must match and the
-    generation moves by one, even if the set is unchanged (spec 1.10).
+    generation moves by one, even if the set is unchanged (docs/design/placement-model.md#generations).
     """
     wanted = list(dict.fromkeys(stored_form(a) for a in aggregates))
     provider = None

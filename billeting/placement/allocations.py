@@ -1,4 +1,4 @@
-"""Allocations (spec 1.7): writing consumers' allocation sets without ever
+"""Allocations (docs/design/placement-model.md#allocations): writing consumers' allocation sets without ever
 overcommitting a provider, and reading them back.
 
 The write path is ONE function, ``replace_allocations``, used by
@@ -94,7 +94,8 @@ class ProviderMissing(errors.InvalidInput):
 
 
 class UnknownResourceClass(errors.InvalidInput):
-    """Handlers rewrap it: the message prefix differs per endpoint (spec 3.7.2, 3.7.3, 3.10)."""
+    """Handlers rewrap it: the message prefix differs per endpoint
+    (docs/design/placement-endpoints.md#allocations, #post-allocations, #reshaper)."""
 
     def __init__(self, resource_class: str, consumer_uuid: str) -> None:
         super().__init__(f"No such resource class {resource_class}.")
@@ -122,7 +123,7 @@ class _Inventory:
 
     @property
     def capacity(self) -> float:
-        # Real arithmetic, not truncated: the admission form of spec 1.2.
+        # Real arithmetic, not truncated: the admission form of docs/design/placement-model.md#inventory.
         return (self.total - self.reserved) * self.allocation_ratio
 
 
@@ -160,7 +161,7 @@ def require_providers(conn: Connection, writes: Sequence[ConsumerWrite]) -> None
 def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> dict[str, int]:
     """Replace the allocation sets of every consumer in ``writes``, atomically.
 
-    Runs in the caller's transaction; applies spec 1.7 rules 1–7 in order.
+    Runs in the caller's transaction; applies docs/design/placement-model.md#allocations rules 1–7 in order.
     Returns the new generation of every provider it bumped (by uuid).
 
     Raises: ConcurrentUpdate (consumer generation conflict), ProviderMissing,
@@ -173,7 +174,8 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
     existing = check_consumer_generations(conn, writes)
 
     # Rule 1: what the named consumers hold now. Cleared consumers' providers
-    # are bumped too (spec 1.10), so they must be known before generations are read.
+    # are bumped too (docs/design/placement-model.md#generations), so they must be
+    # known before generations are read.
     held = _held(conn, [c.id for c in existing.values()])
     cleared_ids: set[int] = set()
     for write in writes:
@@ -361,7 +363,8 @@ def _resolve_classes(conn: Connection, writes: Sequence[ConsumerWrite]) -> dict[
 
 
 def _admit(amounts, rc_ids: dict[str, int], inventories: dict, usage: dict) -> None:
-    """Rules 4–6 of spec 1.7, each over the whole request before the next."""
+    """Rules 4–6 of docs/design/placement-model.md#allocations, each over the whole
+    request before the next."""
     missing_rcs: list[str] = []
     missing_rps: list[str] = []
     for _consumer, ref, rc, _amount in amounts:
@@ -483,8 +486,8 @@ def for_provider(conn: Connection, provider_uuid: str) -> ProviderAllocations:
 def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     """DELETE /allocations/{c}: drop every allocation and the consumer record.
 
-    No generation is checked and no provider is bumped (spec 1.10, quirk
-    Q2), but the consumer generation is still compare-and-set: that locks
+    No generation is checked and no provider is bumped (docs/design/placement-model.md#generations,
+    docs/design/placement-quirks.md#q2), but the consumer generation is still compare-and-set: that locks
     the consumer row against a concurrent PUT, which would otherwise insert
     allocations referencing a consumer row this transaction deletes.
     """

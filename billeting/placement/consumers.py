@@ -1,10 +1,10 @@
-"""Consumers (spec 1.6): the owners of allocations.
+"""Consumers (docs/design/placement-model.md#consumers): the owners of allocations.
 
 A consumer exists exactly while it has allocations. It is created by the
 allocation write that gives it its first allocations and deleted by the
 write (or DELETE) that leaves it with none; because both happen inside the
 caller's transaction, a failed write leaves no consumer behind (the
-upstream orphan records of quirk Q1 are not reproduced).
+upstream orphan records of quirk docs/design/placement-quirks.md#q1 are not reproduced).
 
 Projects, users and consumer types are created on first use with inserts
 that tolerate a concurrent creator, and are never deleted.
@@ -85,7 +85,7 @@ def get_many(conn: Connection, uuids) -> dict[str, Consumer]:
     return {c.uuid: c for c in map(_from_row, conn.execute(_BY_UUIDS, {"uuids": sorted(uuids)}))}
 
 
-# --- generation rules (spec 1.10) ------------------------------------------
+# --- generation rules (docs/design/placement-model.md#generations) ------------------------------------------
 
 def generation_conflict(expected: int | None, given: int | None) -> errors.ConcurrentUpdate:
     # Nova looks for "consumer generation conflict" in the detail; keep it verbatim.

@@ -1,7 +1,7 @@
 """Typed domain exceptions. The API layer maps each kind to an HTTP status.
 
-``code`` is the Placement error code clients match on (spec 2.5); the
-message texts are the exact ones the spec lists, because clients search
+``code`` is the Placement error code clients match on (docs/design/placement-http.md#errors); the
+message texts are upstream's, word for word, because clients search
 them for substrings.
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Inventories: how much of each resource class a provider has (spec 1.2, 3.3).
+"""Inventories: how much of each resource class a provider has (docs/design/placement-model.md#inventory,
+docs/design/placement-endpoints.md#inventories).
 
 Every write that goes through the functions here bumps the provider
 generation with ``providers.bump_generation`` in the caller's transaction,
@@ -29,7 +30,7 @@ _inv = t.inventories
 @dataclass(slots=True)
 class InventoryRecord:
     """One provider's inventory of one resource class. Defaults are the
-    values an omitted field takes on write (spec 1.2)."""
+    values an omitted field takes on write (docs/design/placement-model.md#inventory)."""
 
     resource_class: str
     total: int
@@ -132,7 +133,7 @@ def in_use_message(class_names: Iterable[str], provider_uuid: str) -> str:
 
 def check_capacity(provider_uuid: str, record: InventoryRecord, *,
                    reserved_may_equal_total: bool, action: str) -> None:
-    """The only cross-field check on inventory writes (spec 1.2).
+    """The only cross-field check on inventory writes (docs/design/placement-model.md#inventory).
 
     Before 1.26 the capacity must be positive; from 1.26 zero is allowed.
     ``action`` ("create" / "update") picks the message prefix.
@@ -294,7 +295,7 @@ def delete_one(conn: Connection, provider: Provider, resource_class: str) -> int
         raise errors.NotFound(failure + f"No such resource class {resource_class}.")
     rc_id = ids[resource_class]
     if in_use_classes(conn, provider.id, [rc_id]):
-        # Upstream reports this with the concurrent-update code (quirk Q5).
+        # Upstream reports this with the concurrent-update code (quirk docs/design/placement-quirks.md#q5).
         raise errors.ConcurrentUpdate(
             f"Unable to delete inventory of class {resource_class}: "
             + in_use_message([resource_class], provider.uuid))

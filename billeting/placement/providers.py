@@ -198,7 +198,7 @@ def usage_subquery():
 
 
 def capacity_clause(rp_id_col, rc_id: int, amount: int):
-    """The admission test of spec 1.2 for ``amount`` of class ``rc_id``."""
+    """The admission test of docs/design/placement-model.md#inventory for ``amount`` of class ``rc_id``."""
     if amount > MAX_AMOUNT:
         # Cannot fit anywhere; and as a bound parameter it could overflow
         # the database's integer type.
@@ -368,7 +368,8 @@ def _still_there(provider: Provider | None, uuid: str) -> Provider:
 
 def update_provider(conn: Connection, provider: Provider, *, name: str,
                     parent_uuid: object = UNSET, allow_reparent: bool = False) -> Provider:
-    """Rename and/or re-parent. Neither changes the generation (spec 1.10)."""
+    """Rename and/or re-parent. Neither changes the generation
+    (docs/design/placement-model.md#generations)."""
     failure = (f"Unable to save resource provider {provider.uuid}: "
                "Object action update failed because: ")
     values: dict = {}

@@ -1,4 +1,4 @@
-"""The reshaper (spec 3.10): move inventory and the allocations consuming it
+"""The reshaper (docs/design/placement-endpoints.md#reshaper): move inventory and the allocations consuming it
 between providers in one transaction.
 
 ``reshape`` runs inside the caller's ``run_write`` transaction, so any
@@ -42,7 +42,8 @@ class MalformedReshape(errors.InvalidInput):
 
 def reshape(conn: Connection, changes: Sequence[InventoryChange],
             writes: Sequence[ConsumerWrite]) -> None:
-    """Apply the processing order of spec 3.10; raise on the first failure."""
+    """Apply the processing order of docs/design/placement-endpoints.md#reshaper; raise on the
+    first failure."""
     # 1-2. Providers being re-inventoried exist and are at the client's generation.
     targets: list[tuple[Provider, InventoryChange]] = []
     for change in changes:
@@ -65,7 +66,7 @@ def reshape(conn: Connection, changes: Sequence[InventoryChange],
         for rc, record in change.records.items():
             if rc not in known:
                 raise MalformedReshape(f"No such resource class {rc}.")
-            # Quirk Q7 fixed: the reshaper applies the same reserved-vs-total
+            # Quirk docs/design/placement-quirks.md#q7 fixed: the reshaper applies the same reserved-vs-total
             # rule as the inventory endpoints do at mv >= 1.26.
             inventories.check_capacity(change.provider_uuid, record,
                                        reserved_may_equal_total=True, action="update")

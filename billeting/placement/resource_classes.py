@@ -1,5 +1,6 @@
 """Resource classes: the standard ones synced from os-resource-classes and
-custom ``CUSTOM_*`` ones created through the API (spec 1.3, 3.2).
+custom ``CUSTOM_*`` ones created through the API (docs/design/placement-model.md#resource-classes,
+docs/design/placement-endpoints.md#resource-classes).
 
 Standard classes keep their library index as id; custom ones are numbered
 from ``CUSTOM_RC_START_ID`` upward, so "standard" is simply ``id`` below it.

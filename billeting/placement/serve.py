@@ -17,7 +17,8 @@ LOG = logging.getLogger("billeting")
 
 def render_server_error(status: int, code: str, detail: str) -> ErrorBody:
     """Errors the HTTP server answers itself (malformed, too large, too slow),
-    in the Placement format with a request id of their own (spec 2.5, 2.10).
+    in the Placement format with a request id of their own (docs/design/placement-http.md#errors,
+    #request-ids).
     Placement shows a ``code`` only from microversion 1.23, and a request
     never parsed has negotiated none: ``code`` is left out."""
     from billeting.placement.api.auth import new_request_id

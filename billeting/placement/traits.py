@@ -1,4 +1,5 @@
-"""Traits: the global name list (spec 1.4, 3.5) and each provider's trait set (3.6)."""
+"""Traits: the global name list (docs/design/placement-model.md#traits,
+docs/design/placement-endpoints.md#traits) and each provider's trait set (#provider-traits)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -154,7 +155,7 @@ _STATE = _state_query()
 
 
 def set_for_provider(conn: Connection, uuid: str, names: list[str], given_generation: int) -> ProviderTraits:
-    """Replace a provider's trait set (spec 3.6.2).
+    """Replace a provider's trait set (docs/design/placement-endpoints.md#provider-traits).
 
     Checks, in order: provider exists (404), generation matches (409), every
     name exists (400). The generation moves only if the set changed.

@@ -1,4 +1,4 @@
-"""Usages (spec 1.8): sums of allocations per provider, per project/user,
+"""Usages (docs/design/placement-model.md#usages): sums of allocations per provider, per project/user,
 and per project grouped by consumer type.
 
 Every figure comes from a SQL aggregate; no allocation row is ever

@@ -1,13 +1,14 @@
 """The claim rules, written once for every component that claims
-(scheduler-design 3.4, 9.1-9.2): the scheduler claims the chosen host, the
-cell conductor claims alternates, computes un-claim a failed build.
+(docs/design/select-destinations.md#claim-and-fall-back,
+docs/design/scheduling-flow.md#the-reschedule-walk): the scheduler claims the
+chosen host, the cell conductor claims alternates, computes un-claim a failed build.
 
 A build claim is a *new-consumer* write (``consumer_generation: null``) of a
 candidate's allocation request, sent back verbatim at the microversion it
 came from. It never reads and merges what the consumer already holds: if the
 consumer exists, Placement answers with a consumer generation conflict and
 the claim fails loudly instead of doubling an allocation (the failure mode
-scheduler-design 1.4 warns about). Moves that do need a merge say so.
+docs/design/scheduling-flow.md#the-reschedule-walk warns about). Moves that do need a merge say so.
 """
 from __future__ import annotations
 

@@ -263,7 +263,7 @@ class PlacementClient:
         return classify_write(self._send("PUT", f"/allocations/{quote(consumer_uuid)}", body, version=version))
 
     def post_allocations(self, writes: Mapping[str, AllocationWrite]) -> WriteOutcome:
-        """Several consumers in one transaction (moves, spec 6.1)."""
+        """Several consumers in one transaction (moves, docs/design/moves.md#the-consumer-swap)."""
         version = self._untyped_version(None, *writes.values())
         body = b"{" + b",".join(_encode(uuid) + b":" + self._write_body(w, version)
                                 for uuid, w in writes.items()) + b"}"

@@ -33,7 +33,7 @@ class RequestGroup(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
 
 
 class CandidateQuery(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One ``GET /allocation_candidates``, by name (spec 4.2)."""
+    """One ``GET /allocation_candidates``, by name (docs/design/allocation-candidates.md#validation-order)."""
 
     groups: tuple[RequestGroup, ...]
     limit: int | None = None
@@ -76,7 +76,7 @@ class ProviderSummary(msgspec.Struct, frozen=True, gc=False):
 
 class Candidates(msgspec.Struct, frozen=True, gc=False):
     """The answer to a candidates query, with the microversion it came from
-    (claims reuse it, spec 3.1)."""
+    (claims reuse it, docs/design/select-destinations.md#contract)."""
 
     allocation_requests: list[AllocationRequest]
     provider_summaries: dict[str, ProviderSummary]

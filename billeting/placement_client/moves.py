@@ -1,4 +1,4 @@
-"""Allocation writes of moves (scheduler-design 6.1-6.4), written once for
+"""Allocation writes of moves (docs/design/moves.md), written once for
 the conductor and the computes.
 
 Every write here is generation-checked: it reads the consumers it touches,

@@ -1,6 +1,6 @@
 """Render a typed candidates query as Placement query parameters.
 
-The parameters come out sorted by name, then value (scheduler-design 2.2
+The parameters come out sorted by name, then value (docs/design/request-translation.md#translation
 step 12), so the same query always gives the same string — it appears in
 logs and in "no valid host" explanations, and tests compare it verbatim.
 Each feature is checked against the microversion the query is sent at: a

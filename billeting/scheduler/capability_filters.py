@@ -1,6 +1,6 @@
 """What the host's hypervisor is and can run, against what the flavor and
 the image ask for: the two filters besides ComputeFilter that Nova runs by
-default (scheduler-design 4.2), on by default here too.
+default (docs/design/filters-and-weighers.md#filters), on by default here too.
 
 * ``ComputeCapabilitiesFilter`` — every flavor extra spec
   ``capabilities:<a>:<b>...`` names a path into the host's capabilities

@@ -336,8 +336,8 @@ class Scheduler:
         """Rank and pick each instance in turn on the request's in-memory
         view. ``mode``: claim each pick as it is made (falling back down the
         ranked list when a claim loses), plan every pick and claim them all
-        in one ``POST /allocations`` (all or nothing, spec 8.4), or claim
-        nothing."""
+        in one ``POST /allocations`` (all or nothing,
+        docs/design/select-destinations.md#several-instances), or claim nothing."""
         started = time.perf_counter()
         if prepared is None:
             decision, offer, query, qs = self._prepare(request, located, records, near, size)

@@ -2,7 +2,7 @@
 
 Filters and weighers read it; the scheduler updates it after each claim so
 that the next instance of a multi-instance request sees its siblings (they
-count as server-group members and as chosen hosts, scheduler-design 3.5).
+count as server-group members and as chosen hosts, docs/design/select-destinations.md#after-a-claim).
 """
 from __future__ import annotations
 

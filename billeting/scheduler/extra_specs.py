@@ -1,7 +1,7 @@
 """Nova's extra-spec operators: does a host's value meet a flavor's requirement?
 
 A requirement is a value, or an operator and its operands separated by
-spaces (scheduler-design 4.2):
+spaces (docs/design/filters-and-weighers.md#extra-spec-operators):
 
 * ``=`` numeric *at least* (a long-standing quirk), ``==``, ``!=``, ``>=``,
   ``<=`` numeric;

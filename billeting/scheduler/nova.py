@@ -1,5 +1,5 @@
 """Nova's way of asking — a flavor with extra specs, an image with
-properties — translated into a ``ScheduleRequest`` (scheduler-design 2.2).
+properties — translated into a ``ScheduleRequest`` (docs/design/request-translation.md#translation).
 
 The translation, in order:
 

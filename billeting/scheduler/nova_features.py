@@ -1,6 +1,6 @@
 """Flavor extra specs and image properties that are not Placement terms but
-become some (scheduler-design 2.2, steps 4 and 7, and the request filters of
-2.4 that are on whenever a guest asks for their feature): CPU pinning asks
+become some (docs/design/request-translation.md#translation, steps 4 and 6,
+and the root traits of #request-filters that a guest's features need): CPU pinning asks
 for dedicated CPUs (PCPU), and guest features ask for the host trait (or the
 resource) that says a host can give them.
 
@@ -151,8 +151,8 @@ _KNOWN_TRAITS = frozenset(os_traits.get_traits())
 
 
 def image_metadata_traits(properties: Mapping[str, str]) -> set[str]:
-    """Request filter 6 of spec 2.4 (``image_metadata_prefilter``): the
-    traits the compute node needs for the image's buses, video and NIC
+    """The image-metadata pre-filter (``image_metadata_prefilter``,
+    docs/design/request-translation.md#request-filters): the traits the compute node needs for the image's buses, video and NIC
     models and architectures (``hw_disk_bus=virtio`` → ``COMPUTE_STORAGE_BUS_VIRTIO``).
     A value no standard trait names is skipped: no host could report it."""
     traits: set[str] = set()
@@ -173,7 +173,8 @@ IMAGE_TYPE_TRAITS = frozenset(os_traits.get_traits(IMAGE_TYPE_PREFIX))
 
 
 def image_type_trait(disk_format: str) -> str:
-    """Request filter 3 of spec 2.4 (``query_placement_for_image_type_support``):
+    """The image-type pre-filter (``query_placement_for_image_type_support``,
+    docs/design/request-translation.md#request-filters):
     the trait of a host whose driver can boot ``disk_format`` (``qcow2`` →
     ``COMPUTE_IMAGE_TYPE_QCOW2``). Made whatever the format, as Nova does; only
     the names in ``IMAGE_TYPE_TRAITS`` are ever reported by a host."""
@@ -191,7 +192,7 @@ def disk_formats(traits) -> str:
 
 
 def root_traits(prop: Prop, extra_specs: Mapping[str, str]) -> set[str]:
-    """Request filters 7, 8 and 11-13 of spec 2.4: traits the compute node
+    """Root traits (docs/design/request-translation.md#request-filters): traits the compute node
     itself (the tree's root) must have for accelerators, packed virtqueues,
     ephemeral encryption, virtio sound and the vTPM secret's security."""
     traits: set[str] = set()

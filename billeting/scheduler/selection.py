@@ -3,7 +3,7 @@
 ``select_destinations`` returns, per instance, ``[chosen, alternate, ...]``.
 The chosen Selection's allocation request is already claimed in Placement
 for that instance; alternates carry their own, unclaimed, for the cell
-conductor to claim when a build fails (scheduler-design 3.1, 3.7).
+conductor to claim when a build fails (docs/design/select-destinations.md#contract, #alternates).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Each weigher gives a raw value per host; the values are normalized to
 [0, 1] over the hosts being ranked (``minval``/``maxval`` fix an end of the
 range when set), multiplied by the weigher's multiplier and summed
-(scheduler-design 4.3). A positive multiplier prefers high raw values, a
+(docs/design/filters-and-weighers.md#weighing). A positive multiplier prefers high raw values, a
 negative one low values: with the RAM weigher, +1 spreads instances over
 the emptiest hosts and -1 packs them onto the fullest. A multiplier can be
 overridden per host by aggregate metadata under the option's name; a host

@@ -1,4 +1,6 @@
-"""``/resource_providers/{uuid}/aggregates`` (spec 1.5, 3.4) and its generation rules (1.10)."""
+"""``/resource_providers/{uuid}/aggregates`` (docs/design/placement-model.md#aggregates,
+docs/design/placement-endpoints.md#provider-aggregates) and its generation rules
+(docs/design/placement-model.md#generations)."""
 from __future__ import annotations
 
 import threading
@@ -239,7 +241,7 @@ def test_put_malformed_json_is_400(client, provider):
 # --- storage -------------------------------------------------------------------
 
 def test_aggregates_are_stored_verbatim(client, provider):
-    # Quirk Q9: the dash-less and upper-case forms are different aggregates.
+    # Quirk docs/design/placement-quirks.md#q9: the dash-less and upper-case forms are different aggregates.
     dashed = new_uuid()
     variants = [dashed, dashed.replace("-", ""), dashed.upper()]
     resp = client.put(path(provider), json=variants, mv="1.1")

@@ -1,5 +1,5 @@
-"""The worked examples of spec 4.9, asserted as exact (order-insensitive) sets
-of allocation requests and provider summaries."""
+"""The worked examples of docs/design/allocation-candidates.md#examples, asserted as
+exact (order-insensitive) sets of allocation requests and provider summaries."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
-"""Every microversion boundary where GET /allocation_candidates changes (spec 4.8)."""
+"""Every microversion boundary where GET /allocation_candidates changes
+(docs/design/allocation-candidates.md#microversions)."""
 from __future__ import annotations
 
 import pytest

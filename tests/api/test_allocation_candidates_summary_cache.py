@@ -85,7 +85,7 @@ def test_usage_going_up_and_down_shows(client):
     consumer = fleet.allocate({"cn1": {"VCPU": 3, "MEMORY_MB": 256}})
     got = summaries(client)[fleet.uuid["cn1"]]["resources"]
     assert got == {"VCPU": {"capacity": 8, "used": 3}, "MEMORY_MB": {"capacity": 1024, "used": 256}}
-    # DELETE /allocations bumps no provider generation (spec 1.10)
+    # DELETE /allocations bumps no provider generation (docs/design/placement-model.md#generations)
     assert client.delete(f"/allocations/{consumer}", mv="1.39").status == 204
     got = summaries(client)[fleet.uuid["cn1"]]["resources"]
     assert got == {"VCPU": {"capacity": 8, "used": 0}, "MEMORY_MB": {"capacity": 1024, "used": 0}}

@@ -1,6 +1,6 @@
 """Bad query strings for GET /allocation_candidates: always a 400 with the
-spec's detail (and code from 1.23), never a 500; checks run in the order of
-spec 4.2."""
+upstream's detail (and code from 1.23), never a 500; checks run in the order of
+docs/design/allocation-candidates.md#validation-order."""
 from __future__ import annotations
 
 import pytest

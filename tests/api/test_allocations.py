@@ -1,4 +1,5 @@
-"""GET/PUT/DELETE /allocations/{consumer_uuid} (spec 1.6, 1.7, 1.10, 3.7)."""
+"""GET/PUT/DELETE /allocations/{consumer_uuid} (docs/design/placement-model.md#consumers, #allocations,
+#generations, docs/design/placement-endpoints.md#allocations)."""
 from __future__ import annotations
 
 import threading
@@ -263,7 +264,7 @@ def test_empty_allocations_for_new_consumer_leave_no_orphan(client, provider):
     consumer = new_uuid()
     assert put_allocations(client, consumer, {}, mv="1.28").status == 204
     assert client.get(f"/allocations/{consumer}", mv="1.28").json == {"allocations": {}}
-    # Not quirk Q1: null is still the right generation afterwards.
+    # Not quirk docs/design/placement-quirks.md#q1: null is still the right generation afterwards.
     assert put_allocations(client, consumer, {provider: {"VCPU": 1}}, mv="1.28").status == 204
     # A stale generation for an absent consumer is still a conflict.
     resp = put_allocations(client, new_uuid(), {}, mv="1.28", generation=3)
@@ -344,7 +345,7 @@ def test_consumer_uuid_in_path(client, provider):
     assert client.get(f"/allocations/{upper}").json == {"allocations": {}}
 
 
-# --- provider generations (spec 1.10) -----------------------------------------
+# --- provider generations (docs/design/placement-model.md#generations) --------------------------------------
 
 def test_provider_generation_bumps(client, create_provider, provider):
     other = create_provider()["uuid"]
@@ -361,7 +362,7 @@ def test_provider_generation_bumps(client, create_provider, provider):
     assert (generation_of(client, provider), generation_of(client, other)) == (g1 + 2, g2 + 1)
 
 
-# --- admission (spec 1.7) -----------------------------------------------------
+# --- admission (docs/design/placement-model.md#allocations) -------------------------------------------------
 
 def test_unknown_provider(client, provider):
     missing = new_uuid()

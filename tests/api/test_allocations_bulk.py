@@ -1,4 +1,5 @@
-"""POST /allocations: many consumers in one transaction (spec 3.7.3)."""
+"""POST /allocations: many consumers in one transaction
+(docs/design/placement-endpoints.md#post-allocations)."""
 from __future__ import annotations
 
 import pytest
@@ -57,7 +58,7 @@ def test_many_consumers_at_1_13(client, two_hosts):
 
 
 def test_migration_move_and_confirm(client, two_hosts):
-    """The spec's nova-style migration example, at 1.38."""
+    """Nova's migration swap (docs/design/moves.md#the-consumer-swap), at 1.38."""
     src, dst = two_hosts
     instance, migration = new_uuid(), new_uuid()
     assert client.post("/allocations", mv="1.38", json={
@@ -162,7 +163,7 @@ def test_empty_set_for_unknown_consumer_leaves_nothing(client, two_hosts):
     assert resp.status == 204
     assert allocations_of(client, consumer) == {"allocations": {}}
     assert generation_of(client, src) == before
-    # No orphan record (quirk Q1 not reproduced): null is right afterwards.
+    # No orphan record (quirk docs/design/placement-quirks.md#q1 not reproduced): null is right afterwards.
     assert client.post("/allocations", mv="1.28", json={
         consumer: entry("1.28", {src: {"VCPU": 1}})}).status == 204
 

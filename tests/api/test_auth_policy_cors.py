@@ -1,4 +1,4 @@
-"""Authentication (spec 2.11), policy (2.12) and CORS (2.13).
+"""Authentication, policy and CORS (docs/design/placement-http.md#authentication, #policy, #cors).
 
 Keystone mode runs the real keystonemiddleware ``auth_token`` configured
 from a config file; only the call to the identity server is replaced, by a
@@ -136,7 +136,7 @@ def test_user_without_roles_gets_403_everywhere_but_root(client):
     assert forbidden(client.get("/resource_providers", token="user"), "placement:resource_providers:list")
     assert forbidden(client.post("/resource_providers", json={"name": "x"}, token="user"),
                      "placement:resource_providers:create")
-    # 403 comes before the 404 for an unknown object (spec 2.2).
+    # 403 comes before the 404 for an unknown object (docs/design/placement-http.md#processing-order).
     assert forbidden(client.get(f"/resource_providers/{uuidlib.uuid4()}", token="user"),
                      "placement:resource_providers:show")
 
@@ -275,7 +275,7 @@ def test_keystone_without_token_is_401_but_root_is_open(keystone_client):
     # The config file was really read: the challenge names its identity endpoint.
     assert resp.headers["www-authenticate"] == 'Keystone uri="http://keystone.invalid:5000/v3"'
     assert keystone_client.seen_tokens == []
-    # 401 wins over any later check, microversion included (spec 2.2).
+    # 401 wins over any later check, microversion included (docs/design/placement-http.md#processing-order).
     assert keystone_client.get("/resource_providers", mv="9.99").status == 401
 
 

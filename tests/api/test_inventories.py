@@ -1,4 +1,5 @@
-"""Inventories of one provider (spec 1.2, 1.10, 3.3)."""
+"""Inventories of one provider (docs/design/placement-model.md#inventory, #generations,
+docs/design/placement-endpoints.md#inventories)."""
 from __future__ import annotations
 
 import re
@@ -211,7 +212,7 @@ def test_post_huge_integer_is_400(client, rp):
     assert resp.status == 400
 
 
-# --- capacity rule (spec 1.2) ---------------------------------------------
+# --- capacity rule (docs/design/placement-model.md#inventory) ---------------------------------------------
 
 @pytest.mark.parametrize("mv,reserved,ratio,ok", [
     ("1.25", 4, 1.0, False),     # reserved == total
@@ -572,7 +573,7 @@ def test_delete_one_in_use_uses_concurrent_update_code(client, rp, engine):
     allocate(engine, rp, "VCPU", 1)
     resp = client.delete(inv_path(rp, "VCPU"), mv="1.23")
     assert resp.status == 409
-    assert resp.error["code"] == "placement.concurrent_update"   # quirk Q5
+    assert resp.error["code"] == "placement.concurrent_update"   # quirk docs/design/placement-quirks.md#q5
     assert resp.error["detail"] == (f"Unable to delete inventory of class VCPU: Inventory for "
                                     f"'VCPU' on resource provider '{rp}' in use.")
     assert generation(client, rp) == 1

@@ -2,7 +2,7 @@
 
 PostgreSQL refuses NUL characters, columns have lengths MySQL may enforce or
 truncate, and names may be any Unicode: every handler must turn these into
-a 4xx (or an empty answer where the spec has one), never a 500.
+a 4xx (or an empty answer where upstream gives one), never a 500.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GET /resource_providers/{uuid}/allocations (spec 3.8)."""
+"""GET /resource_providers/{uuid}/allocations (docs/design/placement-endpoints.md#provider-allocations)."""
 from __future__ import annotations
 
 from tests.api.test_allocations import generation_of, new_uuid, put_allocations, set_inventory

@@ -1,4 +1,5 @@
-"""``/resource_providers/{uuid}/traits`` (spec 3.6) and its generation rules (1.10)."""
+"""``/resource_providers/{uuid}/traits`` (docs/design/placement-endpoints.md#provider-traits) and its
+generation rules (docs/design/placement-model.md#generations)."""
 from __future__ import annotations
 
 import uuid as uuidlib

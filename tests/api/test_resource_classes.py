@@ -1,4 +1,5 @@
-"""``/resource_classes`` and ``/resource_classes/{name}`` (spec 1.3, 3.2)."""
+"""``/resource_classes`` and ``/resource_classes/{name}`` (docs/design/placement-model.md#resource-classes,
+docs/design/placement-endpoints.md#resource-classes)."""
 from __future__ import annotations
 
 import threading
@@ -52,7 +53,8 @@ def test_not_found_below_1_2(client, method, path):
     resp = client.request(method, path, json=json, mv="1.1")
     assert resp.status == 404
     assert resp.error["title"] == "Not Found"
-    # Before 1.2 the version gate wins over the media-type check (spec 2.2).
+    # Before 1.2 the version gate wins over the media-type check
+    # (docs/design/placement-http.md#processing-order).
     if method == "POST":
         resp = client.post(path, body="x", content_type="text/plain", mv="1.1")
         assert resp.status == 404

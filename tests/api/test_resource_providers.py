@@ -1,4 +1,5 @@
-"""Resource providers: create, show, list filters, update, delete (spec 1.1, 3.1)."""
+"""Resource providers: create, show, list filters, update, delete
+(docs/design/placement-model.md#resource-providers, docs/design/placement-endpoints.md#resource-providers)."""
 from __future__ import annotations
 
 import uuid as uuidlib
@@ -49,8 +50,8 @@ def test_create_before_1_20_is_201_without_body(client):
         resp = client.post(RP, json={"name": f"cn-{mv}"}, mv=mv)
         assert resp.status == 201
         assert resp.content == b""
-        # (spec 2.6 wants no Content-Type here; falcon's test client lints
-        # every non-204 response for one, so it is not asserted.)
+        # (docs/design/placement-http.md#content-negotiation wants no Content-Type here;
+        # falcon's test client lints every non-204 response for one, so it is not asserted.)
         assert "last-modified" not in resp.headers and "cache-control" not in resp.headers
         location = resp.headers["location"]
         assert location.startswith("http")
@@ -468,9 +469,9 @@ def test_required_forbidden_from_1_22(client, traited):
         f"HW_CPU_X86_VMX,CUSTOM_MAGIC. Got: !{VMX}")
     assert listed(client, f"required=!{VMX}", mv="1.22") == {"avx", "plain"}
     assert listed(client, f"required={AVX},!{VMX}", mv="1.22") == {"avx"}
-    # quirk Q11: required and forbidden at once is just an empty result
+    # quirk docs/design/placement-quirks.md#q11: required and forbidden at once is just an empty result
     assert listed(client, f"required={VMX},!{VMX}", mv="1.22") == set()
-    # quirk Q4: every leading '!' is stripped
+    # quirk docs/design/placement-quirks.md#q4: every leading '!' is stripped
     assert listed(client, f"required=!!{VMX}", mv="1.22") == {"avx", "plain"}
 
 

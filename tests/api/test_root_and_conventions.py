@@ -1,4 +1,5 @@
-"""Cross-cutting HTTP behaviour (spec 2): version document, negotiation, errors, headers."""
+"""Cross-cutting HTTP behaviour (docs/design/placement-http.md): version document, negotiation,
+errors, headers."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""Every route of the spec's table (2.1) has its handler module."""
+"""Every route of the route table (docs/design/placement-http.md#routes) has its handler module."""
 from billeting.placement.api.routes import load_routes
 
 

@@ -1,4 +1,5 @@
-"""``/traits`` and ``/traits/{name}`` (spec 1.4, 3.5)."""
+"""``/traits`` and ``/traits/{name}`` (docs/design/placement-model.md#traits,
+docs/design/placement-endpoints.md#traits)."""
 from __future__ import annotations
 
 import threading
@@ -120,7 +121,7 @@ def test_list_name_without_operator_is_400(client, value):
 
 
 def test_list_unknown_name_operator_filters_nothing(client):
-    # Quirk Q6: kept for compatibility.
+    # Quirk docs/design/placement-quirks.md#q6: kept for compatibility.
     assert len(list_traits(client, "?name=endswith:AVX2")) == len(list_traits(client))
 
 
@@ -163,7 +164,7 @@ def test_show_is_204(client):
     assert resp.content == b""
     assert "content-type" not in resp.headers
     assert_cache_headers(resp, False)
-    # Body-less, but the caching headers are sent from 1.15 (spec 2.8).
+    # Body-less, but the caching headers are sent from 1.15 (docs/design/placement-http.md#caching-headers).
     assert_cache_headers(client.get("/traits/HW_CPU_X86_AVX2", mv="1.15"), True)
 
 

@@ -120,7 +120,8 @@ def test_candidates_limit_pattern(client, fleet):
 
 
 def test_candidates_first_limit_is_reported_like_the_last(client, fleet):
-    # Quirk Q3: every occurrence must be valid; the bad first one reads as upstream reports a bad last one.
+    # Quirk docs/design/placement-quirks.md#q3: every occurrence must be valid; the bad first one reads as
+    # upstream reports a bad last one.
     assert detail(client.get(f"{AC}?resources=VCPU:1&limit=0&limit=2", mv="1.39")).startswith(
         "Invalid query string parameters: '0' does not match '^[1-9][0-9]*$'  Failed validating 'pattern'")
 

@@ -1,5 +1,5 @@
-"""Usages (spec 1.8, 3.9): per provider and per project/user, grouped by
-consumer type from 1.38."""
+"""Usages (docs/design/placement-model.md#usages, docs/design/placement-endpoints.md#usages):
+per provider and per project/user, grouped by consumer type from 1.38."""
 from __future__ import annotations
 
 import uuid as uuidlib
@@ -294,7 +294,8 @@ def test_usages_grouped_with_user(client, two_providers):
     ("NO_SUCH_TYPE", {}),
     ("ALL", {}),  # matching is case-sensitive: an ordinary (absent) type name
     ("UNKNOWN", {}),
-    ("allocated", {}),  # Quirk Q8: passes the unanchored ^all branch, matches nothing
+    # docs/design/placement-quirks.md#q8: passes the unanchored ^all branch, matches nothing
+    ("allocated", {}),
 ])
 def test_usages_consumer_type_filter(client, two_providers, consumer_type, expected):
     resp = client.get(f"/usages?project_id=projectA&consumer_type={consumer_type}", mv="1.38")

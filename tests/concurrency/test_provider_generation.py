@@ -4,7 +4,7 @@
 Each writer process loops for a fixed time: read the provider's generation,
 then PUT a payload unique to (writer, attempt) with that generation. Because
 every payload is unique, every successful write really changes the provider
-and bumps its generation by exactly one (spec 1.10). Afterwards:
+and bumps its generation by exactly one (docs/design/placement-model.md#generations). Afterwards:
 
 * every PUT answered 200 or 409 ``placement.concurrent_update``, nothing else;
 * for each generation value, exactly one writer won;

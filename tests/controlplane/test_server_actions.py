@@ -270,7 +270,7 @@ def test_evacuate_only_from_a_compute_that_is_down(moves):
     assert r.status_code == 200 and not r.content, r.text
     body = m.settled(uuid, "ACTIVE")
     assert body["OS-EXT-SRV-ATTR:host"] == "host2"
-    # The source is down: the instance holds both until it comes back (spec 6.4).
+    # The source is down: the instance holds both until it comes back (docs/design/moves.md#evacuate).
     assert m.held(uuid) == {**m.on("host1", SMALL), **m.on("host2", SMALL)}
     migration, = m.migrations(uuid)
     assert migration["migration_type"] == "evacuation" and migration["source_compute"] == "host1"

@@ -1,4 +1,4 @@
-"""Flavor + image → request groups and query (scheduler-design 2.2-2.4)."""
+"""Flavor + image → request groups and query (docs/design/request-translation.md, #request-filters)."""
 from __future__ import annotations
 
 from billeting.placement_client.model import CandidateQuery, RequestGroup

@@ -75,7 +75,7 @@ class Ledger:
 
 
 def classify_rejection(exchange: Exchange) -> str:
-    """Why a write was refused; ``UNEXPECTED`` for anything the spec does not allow here."""
+    """Why a write was refused; ``UNEXPECTED`` for anything Placement's rules do not allow here."""
     if exchange.status != 409:
         return UNEXPECTED
     code = exchange.error.get("code")

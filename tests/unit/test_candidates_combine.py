@@ -1,4 +1,5 @@
-"""The pure-Python combination step of the candidates engine (spec 4.4)."""
+"""The pure-Python combination step of the candidates engine
+(docs/design/allocation-candidates.md#merging-groups)."""
 from __future__ import annotations
 
 from billeting.placement.candidates.combine import Combiner, Fact, dedupe_key, shared_pairs

@@ -1,5 +1,5 @@
-"""The candidates engine against a brute-force reference of spec 4.3-4.5 on
-seeded random fleets, the agreement of its three strategies, and the number
+"""The candidates engine against a brute-force reference of
+docs/design/allocation-candidates.md (#one-request-group to #algorithm) on seeded random fleets, the agreement of its three strategies, and the number
 of database round trips (which must not grow with the fleet)."""
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def build(fleet: Fleet, seed: int, trees: int, sharing: bool) -> Model:
     return model
 
 
-# --- the reference: spec 4.3-4.5 literally, on the model --------------------------
+# --- the reference: docs/design/allocation-candidates.md literally, on the model ----------------
 
 @dataclass
 class Query:

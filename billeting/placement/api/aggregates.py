@@ -1,5 +1,5 @@
-"""``/resource_providers/{uuid}/aggregates`` (spec 3.4). From mv 1.1; from
-1.19 both directions carry the provider generation."""
+"""``/resource_providers/{uuid}/aggregates`` (docs/design/placement-endpoints.md#provider-aggregates).
+From mv 1.1; from 1.19 both directions carry the provider generation."""
 from __future__ import annotations
 
 from billeting.placement import aggregates, providers
@@ -33,11 +33,13 @@ class ProviderAggregates(Resource):
                                                  provider.generation)
 
         found = run_read(self.engine, work)
-        # Associations carry no useful timestamp for the set as a whole: "now" (spec 2.8).
+        # Associations carry no useful timestamp for the set as a whole: "now"
+        # (docs/design/placement-http.md#caching-headers).
         util.send_json(req, resp, _body(req, found), last_modified=None)
 
     def on_put(self, req, resp, uuid: str) -> None:
-        # Unlike elsewhere, 415 comes before the version gate here (spec 2.2).
+        # Unlike elsewhere, 415 comes before the version gate here
+        # (docs/design/placement-http.md#processing-order).
         util.require_json_content(req)
         util.require_version(req, MIN_VERSION)
         util.authorize(req, "placement:resource_providers:aggregates:update")

@@ -1,6 +1,7 @@
-"""``GET /allocation_candidates`` (spec 4): parse and validate the query string
-in the order of spec 4.2, hand a typed request to the candidates engine, and
-shape its answer for the negotiated microversion (spec 4.6).
+"""``GET /allocation_candidates`` (docs/design/allocation-candidates.md): parse
+and validate the query string in the order of #validation-order there, hand a
+typed request to the candidates engine, and shape its answer for the
+negotiated microversion (#answer).
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def _check_schema(pairs: list[tuple[str, str]], mv: tuple[int, int]) -> None:
     schema = query_schemas.candidates(mv)
     last = util.query_last(pairs)
     util.validate_query(last, schema)
-    # Quirk Q3: the first occurrence is used, but every one must be valid,
+    # Quirk docs/design/placement-quirks.md#q3: the first occurrence is used, but every one must be valid,
     # and is reported as if it were the only one.
     for key, value in pairs:
         if key in _FIRST_WINS and value != last[key]:

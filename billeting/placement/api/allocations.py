@@ -1,5 +1,6 @@
 """``/allocations/{consumer_uuid}``, ``/allocations`` and
-``/resource_providers/{uuid}/allocations`` (spec 3.7, 3.8)."""
+``/resource_providers/{uuid}/allocations`` (docs/design/placement-endpoints.md#allocations,
+#provider-allocations)."""
 from __future__ import annotations
 
 import re

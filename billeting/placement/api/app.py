@@ -1,7 +1,7 @@
 """Assemble the WSGI application: routes, middleware and the outer layers.
 
-Processing order (spec 2.2), outermost first: request metrics → request id →
-operator endpoints that need no token (/openapi.json, /healthcheck, open
+Processing order (docs/design/placement-http.md#processing-order), outermost
+first: request metrics → request id → operator endpoints that need no token (/openapi.json, /healthcheck, open
 /metrics) → CORS → auth → /metrics under policy → context (401) → catch-all
 500 → microversion (400/406) → body-length sanity → routing (404/405) → handler.
 """
@@ -161,7 +161,8 @@ def make_falcon_app(deps: Deps) -> falcon.App:
     app.req_options.keep_blank_qs_values = True
     app.req_options.auto_parse_form_urlencoded = False
     app.req_options.strip_url_path_trailing_slash = False
-    # Only bodies get a Content-Type (spec 2.6): handlers set it explicitly.
+    # Only bodies get a Content-Type (docs/design/placement-http.md#content-negotiation):
+    # handlers set it explicitly.
     app.resp_options.default_media_type = None
     routes, _missing = load_routes()
     for path, resource_cls in routes:

@@ -21,7 +21,7 @@ class RequestIdMiddleware:
     """Outermost layer: every response gets ``x-openstack-request-id``.
 
     Also rewrites a missing or ``*/*`` Accept to ``application/json`` so
-    errors from inner layers come back as JSON (spec 2.2 item 1).
+    errors from inner layers come back as JSON (docs/design/placement-http.md#processing-order item 1).
     """
 
     def __init__(self, app) -> None:
@@ -47,7 +47,7 @@ def is_root(environ) -> bool:
 
 
 class NoAuth2Middleware:
-    """Testing-only authentication: the token names the user (spec 2.11).
+    """Testing-only authentication: the token names the user (docs/design/placement-http.md#authentication).
 
     ``X-Auth-Token: user[:project]``; ``admin`` gets the admin role unless the
     request names its own ``X-Roles``. No token is a 401.

@@ -1,4 +1,4 @@
-"""CORS for browser clients (spec 2.13), off unless origins are configured.
+"""CORS for browser clients (docs/design/placement-http.md#cors), off unless origins are configured.
 
 oslo.middleware's CORS layer does the work; it sits outside authentication,
 so a preflight ``OPTIONS`` (which never carries a token) is answered 200
@@ -43,7 +43,8 @@ class _CORS(cors.CORS):
         response = super().process_response(response, request=request)
         # oslo's own preflight answer has no Content-Type; PEP 3333 validators
         # (and some proxies) expect one on a 200. Only preflights: Placement's
-        # own body-less 201/204 answers must stay without one (spec 2.6).
+        # own body-less 201/204 answers must stay without one
+        # (docs/design/placement-http.md#content-negotiation).
         is_preflight = request is not None and request.method == "OPTIONS"
         if is_preflight and "Content-Type" not in response.headers:
             response.headers["Content-Type"] = "text/plain; charset=UTF-8"

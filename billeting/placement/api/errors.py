@@ -1,4 +1,5 @@
-"""The Placement error document and the domain-exception → HTTP mapping (spec 2.5)."""
+"""The Placement error document and the domain-exception → HTTP mapping
+(docs/design/placement-http.md#errors)."""
 from __future__ import annotations
 
 from http import HTTPStatus

@@ -1,4 +1,5 @@
-"""``/resource_providers/{uuid}/inventories[/{resource_class}]`` (spec 3.3)."""
+"""``/resource_providers/{uuid}/inventories[/{resource_class}]``
+(docs/design/placement-endpoints.md#inventories)."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""Microversion negotiation (spec 2.3)."""
+"""Microversion negotiation (docs/design/placement-http.md#microversions)."""
 from __future__ import annotations
 
 MIN_VERSION = (1, 0)

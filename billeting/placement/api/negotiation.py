@@ -51,7 +51,8 @@ def error_body_type(environ: dict) -> str:
     """``application/json``, ``text/html`` or ``text/plain`` for an error.
 
     A missing or ``*/*`` Accept has already been rewritten to JSON by the
-    request-id layer (spec 2.2), so those and plain JSON need no parsing.
+    request-id layer (docs/design/placement-http.md#processing-order), so those and plain
+    JSON need no parsing.
     """
     accept = environ.get("HTTP_ACCEPT")
     if not accept or accept == JSON:

@@ -1,4 +1,4 @@
-"""Authorization with oslo.policy and the Placement default rules (spec 2.12).
+"""Authorization with oslo.policy and the Placement default rules (docs/design/placement-http.md#policy).
 
 New (secure RBAC) defaults unless ``legacy`` is set, in which case each base
 rule also accepts its deprecated alternative ``role:admin``. An operator

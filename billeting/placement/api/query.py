@@ -107,7 +107,7 @@ def parse_trait_value(value: str, *, allow_forbidden: bool, allow_any_of: bool) 
     """One ``required``-style value: ``A,!B`` or (from 1.39) ``in:A,B``.
 
     Names are stripped of surrounding blanks and any number of leading
-    ``!`` mark a forbidden trait (Quirk Q4), as upstream parses them.
+    ``!`` mark a forbidden trait (Quirk docs/design/placement-quirks.md#q4), as upstream parses them.
     """
     expr = TraitExpr()
     if value.startswith("in:"):

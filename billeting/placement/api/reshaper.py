@@ -1,4 +1,4 @@
-"""``POST /reshaper`` (spec 3.10)."""
+"""``POST /reshaper`` (docs/design/placement-endpoints.md#reshaper)."""
 from __future__ import annotations
 
 from billeting.placement import errors, reshaper

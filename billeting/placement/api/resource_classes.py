@@ -1,4 +1,5 @@
-"""``/resource_classes`` and ``/resource_classes/{name}`` (spec 3.2). From mv 1.2."""
+"""``/resource_classes`` and ``/resource_classes/{name}``
+(docs/design/placement-endpoints.md#resource-classes). From mv 1.2."""
 from __future__ import annotations
 
 from billeting.placement import resource_classes as rcs
@@ -75,7 +76,7 @@ class ResourceClass(Resource):
     def _rename(self, req, resp, name: str) -> None:
         util.require_json_content(req)
         util.authorize(req, "placement:resource_classes:update")
-        new_name = _read_name(req)  # body before lookup (spec 2.2)
+        new_name = _read_name(req)  # body before lookup (docs/design/placement-http.md#processing-order)
         renamed = run_write(self.engine, lambda conn: rcs.rename(conn, name, new_name))
         # mv < 1.7 is below 1.15, so never any caching headers here.
         util.send_json(req, resp, represent(req, renamed), cache_headers=False)

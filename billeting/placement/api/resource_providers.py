@@ -1,4 +1,5 @@
-"""``/resource_providers`` and ``/resource_providers/{uuid}`` (spec 3.1)."""
+"""``/resource_providers`` and ``/resource_providers/{uuid}``
+(docs/design/placement-endpoints.md#resource-providers)."""
 from __future__ import annotations
 
 import uuid as uuidlib

@@ -1,4 +1,5 @@
-"""``GET /``: the version document (spec 2.4). No auth, no policy."""
+"""``GET /``: the version document (docs/design/placement-http.md#the-version-document).
+No auth, no policy."""
 from __future__ import annotations
 
 from billeting.placement.api import microversion, util

@@ -1,4 +1,4 @@
-"""The route table (spec 2.1): path template → resource class, loaded by name.
+"""The route table (docs/design/placement-http.md#routes): path template → resource class, loaded by name.
 
 Routes match exactly; a trailing slash is a 404.
 """

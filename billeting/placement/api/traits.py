@@ -1,5 +1,5 @@
-"""``/traits``, ``/traits/{name}`` (spec 3.5) and
-``/resource_providers/{uuid}/traits`` (spec 3.6). From mv 1.6."""
+"""``/traits``, ``/traits/{name}`` (docs/design/placement-endpoints.md#traits) and
+``/resource_providers/{uuid}/traits`` (docs/design/placement-endpoints.md#provider-traits). From mv 1.6."""
 from __future__ import annotations
 
 from billeting.placement import providers, traits
@@ -32,7 +32,8 @@ def parse_list_query(req) -> traits.TraitQuery:
             query.names = argument.split(",")
         elif operator == "startswith":
             query.prefix = argument
-        # Any other operator filters nothing (Quirk Q6, kept for compatibility).
+        # Any other operator filters nothing (docs/design/placement-quirks.md#q6, kept for
+        # compatibility).
     if "associated" in last:
         flag = last["associated"].lower()
         if flag not in ("true", "false"):
@@ -62,7 +63,8 @@ class Trait(Resource):
         util.authorize(req, "placement:traits:show")
         found = run_read(self.engine, lambda conn: traits.require(conn, name))
         util.send_empty(resp, 204)
-        # Body-less, yet upstream sends the caching headers here (spec 2.8).
+        # Body-less, yet upstream sends the caching headers here
+        # (docs/design/placement-http.md#caching-headers).
         util.set_cache_headers(req, resp, found.created_at)
 
     def on_put(self, req, resp, name: str) -> None:
@@ -107,7 +109,8 @@ class ProviderTraits(Resource):
         util.require_version(req, MIN_VERSION)
         util.require_json_content(req)
         util.authorize(req, "placement:resource_providers:traits:update")
-        # Here the body is validated before the provider is looked up (spec 2.2).
+        # Here the body is validated before the provider is looked up
+        # (docs/design/placement-http.md#processing-order).
         body = util.read_json(req, schemas.PROVIDER_TRAITS)
         result = run_write(self.engine, lambda conn: traits.set_for_provider(
             conn, uuid, body["traits"], body["resource_provider_generation"]))

@@ -1,4 +1,4 @@
-"""``/resource_providers/{uuid}/usages`` and ``/usages`` (spec 3.9)."""
+"""``/resource_providers/{uuid}/usages`` and ``/usages`` (docs/design/placement-endpoints.md#usages)."""
 from __future__ import annotations
 
 from billeting.placement import errors, providers, usages

@@ -296,8 +296,8 @@ def _nul_position(data: object) -> str | None:
 
 def read_json_for_provider(req: falcon.Request, schema: dict | None, engine, uuid: str) -> object:
     """``read_json`` for a write on provider ``uuid``, where a missing provider
-    (404) must win over a bad body (400) (spec 2.2). The provider is only
-    looked up when the body is bad: a good body goes on to the write, whose
+    (404) must win over a bad body (400) (docs/design/placement-http.md#processing-order).
+    The provider is only looked up when the body is bad: a good body goes on to the write, whose
     transaction finds the provider (or not) anyway."""
     try:
         return read_json(req, schema)

@@ -1,4 +1,4 @@
-"""The allocation candidates engine (spec 4): parsed request groups in,
+"""The allocation candidates engine (docs/design/allocation-candidates.md): parsed request groups in,
 allocation requests and provider summaries out. See ``engine`` for how a
 search is planned and ``model`` for the interface types."""
 from billeting.placement.candidates.engine import find

@@ -1,6 +1,6 @@
 """Turn per-group candidates into allocation requests for one anchor tree
-(spec 4.4): cartesian product across groups, ``group_policy=isolate``,
-``same_subtree``, consolidation with a capacity re-check, the nested-blind
+(docs/design/allocation-candidates.md#merging-groups): cartesian product
+across groups, ``group_policy=isolate``, ``same_subtree``, consolidation with a capacity re-check, the nested-blind
 filter of old microversions, and de-duplication.
 
 Everything here works on integer ids and plain tuples; it is pure Python and

@@ -1,7 +1,7 @@
 """The candidates engine: ``find(conn, request) -> CandidateResult``.
 
-Three strategies, all with the same results (spec 4.5), chosen by what the
-request and the deployment allow:
+Three strategies, all with the same results
+(docs/design/allocation-candidates.md#algorithm), chosen by what the request and the deployment allow:
 
 * direct: one group whose every solution is a single provider and no sharing
   providers anywhere. One query yields the answer; a ``limit`` becomes a SQL
@@ -237,7 +237,7 @@ def _scan(fetch, needed: int, world: World) -> list:
     range is exhausted). The walk starts at a random id and wraps around, so
     schedulers asking the same question at once get different hosts instead
     of all racing to claim the first one (a limit without randomization
-    promises an arbitrary subset, spec 4.5).
+    promises an arbitrary subset, docs/design/allocation-candidates.md#algorithm).
     """
     start = _scan_start(world)
     found: list = []

@@ -17,7 +17,8 @@ from orjson import Fragment
 
 @dataclass(slots=True, frozen=True)
 class RequestGroup:
-    """One request group (spec 4.3). ``suffix`` is ``""`` for the unsuffixed group."""
+    """One request group (docs/design/allocation-candidates.md#one-request-group). ``suffix`` is ``""`` for
+    the unsuffixed group."""
 
     suffix: str
     # resource class id -> amount; empty for a resourceless group (>= 1.36)

@@ -24,7 +24,8 @@ from billeting.placement.candidates.world import Sharing, World
 @dataclass(slots=True)
 class GroupCandidates:
     group: RequestGroup
-    # unsuffixed group of a deployment with trees or sharing (spec 4.3)
+    # unsuffixed group of a deployment with trees or sharing
+    # (docs/design/allocation-candidates.md#one-request-group)
     tree_wide: bool
     # rc ids served by separate providers (tree-wide, more than one class)
     split: tuple[int, ...] = ()

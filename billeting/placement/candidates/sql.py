@@ -241,7 +241,8 @@ def capacity_of(inv):
 
 
 def serves(plan: Plan, id_col, rc_id: int, amount: int, form: Form):
-    """The provider in ``id_col`` can take ``amount`` of ``rc_id`` (spec 1.2 admission test)."""
+    """The provider in ``id_col`` can take ``amount`` of ``rc_id`` (the admission
+    test of docs/design/placement-model.md#inventory)."""
     plan.mark("serves", form)
     rc = plan.bind(rc_id, Integer)
     low = plan.bind(amount, BigInteger)
@@ -258,7 +259,7 @@ def serves(plan: Plan, id_col, rc_id: int, amount: int, form: Form):
 
 
 def fits_usage(inv, need):
-    """``need`` more fits beside the row's usage (spec 1.2): the one form of
+    """``need`` more fits beside the row's usage (docs/design/placement-model.md#inventory): the one form of
     the capacity comparison, so every query admits exactly the same providers."""
     return inv.c.used + need <= capacity_of(inv)
 
@@ -364,7 +365,8 @@ def group_filters(plan: Plan, p, group: RequestGroup, resources: dict[int, int],
                   capacity: bool = True) -> list:
     """Conditions on provider alias ``p`` to serve ``resources`` for ``group``.
 
-    ``tree_wide`` selects the unsuffixed-group rules of spec 4.3: aggregates
+    ``tree_wide`` selects the unsuffixed-group rules of
+    docs/design/allocation-candidates.md#one-request-group: aggregates
     of the tree's root count as the provider's own and a forbidden aggregate
     on the root excludes the whole tree. ``own_traits`` applies the group's
     required traits to the provider itself (single-provider semantics, or a
@@ -403,7 +405,7 @@ def group_filters(plan: Plan, p, group: RequestGroup, resources: dict[int, int],
             conds.append(matches_member_of(plan, p.c.id, group.member_of, form))
         if group.forbidden_aggregates:
             conds.append(_not(plan, in_aggregate(plan, p.c.id, group.forbidden_aggregates, form)))
-    # Quirk Q10: in_tree has no effect on a resourceless group.
+    # Quirk docs/design/placement-quirks.md#q10: in_tree has no effect on a resourceless group.
     if group.in_tree is not None and resources:
         root = tree_of(plan, group.in_tree)
         conds.append(p.c.root_provider_id == root if plan.build else None)

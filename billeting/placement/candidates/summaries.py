@@ -1,5 +1,5 @@
-"""Provider summaries (spec 4.6) for the providers a result touches, and the
-facts the consolidation re-check needs. A fixed number of set-based queries,
+"""Provider summaries (docs/design/allocation-candidates.md#answer) for the
+providers a result touches, and the facts the consolidation re-check needs. A fixed number of set-based queries,
 whatever the number of providers.
 
 On PostgreSQL and SQLite the database writes each provider's ``resources``

@@ -1,4 +1,5 @@
-"""Provider summaries (spec 4.6) for large answers, from a per-process cache.
+"""Provider summaries (docs/design/allocation-candidates.md#answer) for large
+answers, from a per-process cache.
 
 A full answer over a big fleet summarizes thousands of providers that mostly
 did not change since the previous request. Re-reading and re-rendering every
@@ -8,7 +9,7 @@ for the whole scope, and only providers that changed are read in full.
 What a summary shows, and what tells that a cached one is still right:
 
 * capacities (inventories) and traits: every change to them bumps the
-  provider's generation in the same transaction (spec 1.10). An entry is
+  provider's generation in the same transaction (docs/design/placement-model.md#generations). An entry is
   valid while the provider row read by the request has the same uuid,
   generation and creation time (the creation time tells apart a provider
   that was deleted and re-created under the same id and uuid, where a
@@ -223,7 +224,7 @@ def _static_query(plan: sql.Plan, ids: sql.IdSet):
 # --- rendering ------------------------------------------------------------------
 
 def _resources(capacities, usage: dict[int, int], rc_name: dict[int, str], classes=None) -> str:
-    # Names are [A-Z0-9_] only (spec 1.3): nothing to escape.
+    # Names are [A-Z0-9_] only (docs/design/placement-model.md#resource-classes): nothing to escape.
     return "{" + ",".join(
         f'"{rc_name[rc]}":{{"capacity":{capacity},"used":{usage.get(rc, 0)}}}'
         for rc, capacity in capacities if classes is None or rc in classes) + "}"

@@ -1,5 +1,5 @@
 """Deployment-wide facts a search depends on: are there trees at all, and which
-providers share their inventory through aggregates (spec 1.9).
+providers share their inventory through aggregates (docs/design/placement-model.md#sharing-providers).
 
 One small query answers "any trees? any sharing providers?"; the sharing
 details (normally a handful of storage pools) are only loaded when some exist.

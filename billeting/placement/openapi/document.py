@@ -4,7 +4,7 @@ Request bodies come from the JSON schemas the handlers validate with
 (``billeting.placement.api.schemas``), evaluated at every microversion;
 response bodies from ``shapes``; the query parameters' first microversions
 from the handlers' own tables. The operation list below says, for each
-route and method, what the spec (docs/placement-api.md section 3) says:
+route and method, what upstream Placement offers (docs/design/placement-endpoints.md):
 first microversion, policy rule, parameters, body and answers.
 """
 from __future__ import annotations

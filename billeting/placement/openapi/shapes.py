@@ -1,8 +1,8 @@
 """Response bodies of the Placement API, each a function of the microversion
-(spec sections 3 and 4.6). ``versions.by_version`` turns a function into the
-document's per-range alternatives, so a range is never written by hand.
+(docs/design/placement-endpoints.md, docs/design/allocation-candidates.md#answer).
+``versions.by_version`` turns a function into the document's per-range alternatives, so a range is never written by hand.
 
-Strict on purpose: every key is listed and required where the spec says it
+Strict on purpose: every key is listed and required where upstream says it
 is always present, and nothing else is allowed, so the fuzz tests notice a
 response that grew or lost a field. Values that Placement stores verbatim
 (aggregate uuids, consumer uuids written by ``POST /allocations``) are plain
@@ -52,7 +52,7 @@ USAGES = keyed(RC_KEY, COUNT)
 # --- errors --------------------------------------------------------------------------
 
 def error(mv: Version | None) -> dict:
-    """The one-element ``errors`` list (spec 2.5). ``code`` appears only when a
+    """The one-element ``errors`` list (docs/design/placement-http.md#errors). ``code`` appears only when a
     microversion of 1.23 or later was negotiated; ``min_version`` and
     ``max_version`` only on a 406 from version negotiation."""
     item = {"status": {"type": "integer", "minimum": 400, "maximum": 599}, "title": TEXT, "detail": TEXT,
@@ -64,7 +64,7 @@ def error(mv: Version | None) -> dict:
                            "items": obj(item, optional=optional)}})
 
 
-# The auth layers' own 401 bodies (spec 2.5): noauth2's, and keystonemiddleware's.
+# The auth layers' own 401 bodies (docs/design/placement-http.md#errors): noauth2's, and keystonemiddleware's.
 NOAUTH_UNAUTHORIZED = obj({"message": TEXT, "code": TEXT, "title": TEXT})
 KEYSTONE_UNAUTHORIZED = obj({"error": obj({"code": {"type": "integer"}, "title": TEXT, "message": TEXT})})
 

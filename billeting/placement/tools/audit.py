@@ -4,7 +4,7 @@ Checks:
 
 * ``consumer_without_allocations``: a consumer record with no allocation
   (Placement deletes a consumer with its last allocation; such records come
-  from crashes, manual repairs, or an upstream database's quirk Q1).
+  from crashes, manual repairs, or an upstream database's quirk docs/design/placement-quirks.md#q1).
 * ``allocation_on_missing_provider``: an allocation whose provider row is
   gone (only possible when foreign keys were bypassed: restores, repairs).
 * ``allocation_without_inventory``: usage of a class the provider has no

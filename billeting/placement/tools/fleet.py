@@ -23,7 +23,7 @@ class Inventory(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     allocation_ratio: float = 1.0
 
     def capacity(self) -> float:
-        """What allocations may add up to (spec 1.2's admission test)."""
+        """What allocations may add up to (the admission test of docs/design/placement-model.md#inventory)."""
         return (self.total - self.reserved) * self.allocation_ratio
 
 

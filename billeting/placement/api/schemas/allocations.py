@@ -1,5 +1,5 @@
 """Bodies of PUT /allocations/{c} and POST /allocations, one schema per
-microversion range (spec 3.7.2, 3.7.3). Strict at every level.
+microversion range (docs/design/placement-endpoints.md#allocations, #post-allocations). Strict at every level.
 
 Keys are in upstream's order (and ``consumer_generation`` and ``mappings``
 are written as upstream writes them): validation errors print the schema.
@@ -7,7 +7,7 @@ NUL characters are refused for every body before validation (util.read_json).
 """
 from __future__ import annotations
 
-# Keys of objects keyed by a provider or consumer uuid (spec 2.14).
+# Keys of objects keyed by a provider or consumer uuid (docs/design/placement-http.md#value-formats).
 UUID_KEY = "^[0-9a-fA-F-]{36}$"
 RC_KEY = "^[A-Z0-9_]+$"
 
@@ -24,7 +24,7 @@ MAPPINGS = {
     },
 }
 
-# What the spec asks of every mapping (upstream's pattern above lets a key
+# What upstream asks of every mapping (upstream's pattern above lets a key
 # such as "" -- the unnamed group -- through unchecked); checked after the
 # body schema, so that the body's own errors read as upstream's.
 MAPPING_VALUES = {

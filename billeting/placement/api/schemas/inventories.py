@@ -1,4 +1,5 @@
-"""Bodies of the inventory writes (spec 1.2, 3.3)."""
+"""Bodies of the inventory writes (docs/design/placement-model.md#inventory,
+docs/design/placement-endpoints.md#inventories)."""
 from __future__ import annotations
 
 from billeting.placement.inventories import MAX_INT

@@ -1,13 +1,13 @@
 """JSON schemas for query strings, by endpoint and microversion.
 
 A failed check is reported with the validator's full text, which prints the
-schema and the instance (spec 2.7, issue 11): upstream's clients and
+schema and the instance (docs/design/placement-http.md#query-strings, issue 11): upstream's clients and
 operators see e.g. "Failed validating 'pattern' in schema['properties']
 ['limit']: {...}". So each schema below lists its keys in the order
 upstream's does -- the order is part of the message. Each is built once per
 distinct microversion range.
 
-Values are always strings (the last occurrence of each key, spec 2.7).
+Values are always strings (the last occurrence of each key, docs/design/placement-http.md#query-strings).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from functools import lru_cache
 _STRING = {"type": "string"}
 _UUID = {"type": "string", "format": "uuid"}
 _ID = {"type": "string", "minLength": 1, "maxLength": 255}
-# Quirk Q8: the "all" branch is unanchored at the end, so "allfoo" passes
+# Quirk docs/design/placement-quirks.md#q8: the "all" branch is unanchored at the end, so "allfoo" passes
 # validation and then simply matches no consumer type.
 _CONSUMER_TYPE_PATTERN = "^[A-Z0-9_]+$|^all|^unknown$"
 _NUMBERED_SUFFIX = "[1-9][0-9]*"

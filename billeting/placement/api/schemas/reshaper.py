@@ -1,4 +1,4 @@
-"""Body of POST /reshaper (spec 3.10)."""
+"""Body of POST /reshaper (docs/design/placement-endpoints.md#reshaper)."""
 from __future__ import annotations
 
 from billeting.placement.api.schemas import inventories as inventory_schemas
