@@ -52,7 +52,7 @@ from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import AllocationRequest, ProviderResources, WriteOutcome, WriteResult
 from billeting.scheduler.core import Scheduler
 from billeting.scheduler.errors import NoValidHost, SchedulerError
-from billeting.scheduler.nova import BadHint, Flavor, domain_hints, request_from_nova
+from billeting.scheduler.nova import BadHint, Flavor, Unmodelled, domain_hints, request_from_nova
 from billeting.scheduler.request import Destination, ScheduleRequest, ServerGroup
 from billeting.scheduler.selection import Selection
 
@@ -327,13 +327,16 @@ class ConductorMoveTasks:
             constraints, near = domain_hints(spec.hints, self.scheduler.directory, exclude=record.uuid)
         except BadHint as exc:  # (checked when the server was made; the topology may have changed since)
             raise MoveRefused(f"No valid host was found. {exc}", status=400) from None
-        request = request_from_nova(
-            flavor, spec.image, instance_uuids=[record.uuid], project_id=record.project_id,
-            user_id=record.user_id, is_bfv=spec.is_bfv, availability_zone=spec.availability_zone,
-            same_host=[u for u in spec.hints.get("same_host", ()) if u != record.uuid],
-            different_host=[u for u in spec.hints.get("different_host", ()) if u != record.uuid],
-            destination=Destination(host=host, cell=cell.name), ignore_hosts=[record.host] if record.host else [],
-            domain_constraints=constraints, near=near)
+        try:
+            request = request_from_nova(
+                flavor, spec.image, instance_uuids=[record.uuid], project_id=record.project_id,
+                user_id=record.user_id, is_bfv=spec.is_bfv, availability_zone=spec.availability_zone,
+                same_host=[u for u in spec.hints.get("same_host", ()) if u != record.uuid],
+                different_host=[u for u in spec.hints.get("different_host", ()) if u != record.uuid],
+                destination=Destination(host=host, cell=cell.name),
+                ignore_hosts=[record.host] if record.host else [], domain_constraints=constraints, near=near)
+        except Unmodelled as exc:  # a resize to such a flavor
+            raise MoveRefused(f"No valid host was found. {exc}", status=400) from None
         if spec.server_group and self.server_groups is not None:
             group = self.server_groups(spec.server_group, request)
             if group is not None:

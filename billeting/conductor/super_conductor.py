@@ -32,7 +32,7 @@ from billeting.cells import handoff
 from billeting.cells.messages import InstanceSpec, RequestSummary
 from billeting.messaging import Bus
 from billeting.scheduler.errors import NoValidHost, SchedulerError
-from billeting.scheduler.nova import Flavor, Image, request_from_nova
+from billeting.scheduler.nova import Flavor, Image, Unmodelled, request_from_nova
 from billeting.scheduler.request import Destination, DomainConstraint, Nearness, ScheduleRequest
 from billeting.scheduler.selection import Selection
 from billeting.scheduler.service.errors import ServiceError
@@ -150,14 +150,17 @@ class SuperConductor:
                                              names=tuple(n for _, n in left))
 
     def _schedule_and_build(self, plan: BuildPlan) -> list[BuildOutcome]:
-        request = request_from_nova(
-            plan.flavor, plan.image, instance_uuids=plan.instance_uuids, project_id=plan.project_id,
-            user_id=plan.user_id, is_bfv=plan.is_bfv, availability_zone=plan.availability_zone,
-            destination=plan.destination, same_host=plan.same_host, different_host=plan.different_host,
-            domain_constraints=plan.domain_constraints, near=plan.near)
         summary = RequestSummary(project_id=plan.project_id, user_id=plan.user_id,
                                  availability_zone=plan.availability_zone, server_group=plan.server_group,
                                  retry=self.settings.build_attempts > 1)
+        try:  # the compute API refuses such flavors; one changed since the server was asked for lands here
+            request = request_from_nova(
+                plan.flavor, plan.image, instance_uuids=plan.instance_uuids, project_id=plan.project_id,
+                user_id=plan.user_id, is_bfv=plan.is_bfv, availability_zone=plan.availability_zone,
+                destination=plan.destination, same_host=plan.same_host, different_host=plan.different_host,
+                domain_constraints=plan.domain_constraints, near=plan.near)
+        except Unmodelled as exc:
+            return self._bury_all(plan, summary, f"No valid host was found. {exc}")
         try:
             lines = self.scheduler.select(request, self.settings.build_attempts - 1, group=plan.server_group)
         except NoValidHost as exc:

@@ -25,6 +25,11 @@ The flavor's name and extra specs and the image's properties also travel
 in the request whole, for the filters that read them (capabilities, image
 properties, aggregate metadata).
 
+A flavor or image asking for what Nova decides on the host and this
+scheduler does not model (a guest NUMA topology, huge pages, a PCI
+passthrough alias: ``nova_features.unmodelled``) is refused with
+``Unmodelled`` rather than placed as if it had not asked.
+
 Invalid entries (an unknown standard class, a negative amount, a trait
 value other than required/forbidden) are skipped with a warning, as Nova
 does; the compute API validates flavors when they are created.
@@ -167,6 +172,21 @@ def resource_groups(flavor: Flavor, image: Image | None = None, *,
     return tuple(g.frozen() for g in sorted(kept, key=lambda g: g.suffix)), policy
 
 
+class Unmodelled(ValueError):
+    """The flavor or image asks for a guest feature the scheduler does not
+    model (``nova_features.unmodelled``); the caller's 400."""
+
+    def __init__(self, flavor: Flavor, image: Image | None) -> None:
+        keys = unmodelled_keys(flavor, image)
+        super().__init__(f"flavor {flavor.name or '(unnamed)'} asks for {', '.join(keys)}: "
+                         f"{nova_features.UNMODELLED_WHY}")
+        self.keys = keys
+
+
+def unmodelled_keys(flavor: Flavor, image: Image | None = None) -> list[str]:
+    return nova_features.unmodelled(flavor.extra_specs, image.properties if image is not None else {})
+
+
 def request_from_nova(flavor: Flavor, image: Image | None = None, *, instance_uuids: Iterable[str],
                       project_id: str, user_id: str, is_bfv: bool = False,
                       availability_zone: str | None = None, server_group: ServerGroup | None = None,
@@ -174,6 +194,9 @@ def request_from_nova(flavor: Flavor, image: Image | None = None, *, instance_uu
                       destination: Destination | None = None, ignore_hosts: Iterable[str] = (),
                       domain_constraints: Iterable[DomainConstraint] = (), near: Nearness | None = None,
                       consumer_type: str | None = INSTANCE_CONSUMER) -> ScheduleRequest:
+    """Raises ``Unmodelled`` for a flavor or image the scheduler cannot place truthfully."""
+    if unmodelled_keys(flavor, image):
+        raise Unmodelled(flavor, image)
     groups, policy = resource_groups(flavor, image, is_bfv=is_bfv)
     root_required = frozenset(nova_features.root_traits(_image_or_flavor(flavor, image), flavor.extra_specs))
     return ScheduleRequest(instance_uuids=tuple(instance_uuids), project_id=project_id, user_id=user_id,

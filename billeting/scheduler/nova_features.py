@@ -34,6 +34,22 @@ _MAXPHYSADDR_MODES = {"passthrough": "COMPUTE_ADDRESS_SPACE_PASSTHROUGH",
                       "emulate": "COMPUTE_ADDRESS_SPACE_EMULATED"}
 
 
+# Guest features Nova decides on the host (its NUMA topology and PCI
+# passthrough filters) and this scheduler does not model: a flavor or image
+# asking for them would be placed as if it had not asked, so it is refused.
+_UNMODELLED_SPEC = re.compile(r"^(hw:(numa_nodes|numa_cpus\.\d+|numa_mem\.\d+|mem_page_size)|pci_passthrough:alias)$")
+_UNMODELLED_PROPERTY = re.compile(r"^hw_(numa_nodes|numa_cpus\.\d+|numa_mem\.\d+|mem_page_size)$")
+UNMODELLED_WHY = ("guest NUMA topologies, huge pages and PCI passthrough aliases are not modelled by "
+                  "this scheduler, which would place the server as if the key were absent")
+
+
+def unmodelled(extra_specs: Mapping[str, str], image_properties: Mapping[str, str] | None = None) -> list[str]:
+    """The flavor extra specs and image properties, sorted, that ask for a
+    guest feature the scheduler does not model."""
+    return sorted([k for k in extra_specs if _UNMODELLED_SPEC.match(k)]
+                  + [k for k in (image_properties or {}) if _UNMODELLED_PROPERTY.match(k)])
+
+
 def truthy(value: str | None) -> bool:
     return value is not None and value.strip().lower() in _TRUE
 

@@ -447,6 +447,7 @@ def _shape_problems(where: str, h: HostShape) -> list[str]:
 
 
 def _flavor_problems(where: str, f: FlavorSpec) -> list[str]:
+    from billeting.scheduler import nova_features
     from billeting.scheduler.nova import Flavor, Image, resource_groups
 
     out = _finite(where, f)
@@ -456,6 +457,8 @@ def _flavor_problems(where: str, f: FlavorSpec) -> list[str]:
             if problem := _trait_problem(f"{where}.extra_specs", key.split(":", 1)[1]):
                 out.append(problem)
     image = Image(properties={f"trait:{t}": "required" for t in f.image_traits}) if f.image_traits else None
+    if keys := nova_features.unmodelled(f.extra_specs):
+        out.append(f"{where}.extra_specs: {', '.join(keys)}: {nova_features.UNMODELLED_WHY}")
     groups, _policy = resource_groups(Flavor(vcpus=f.vcpus, memory_mb=f.memory_mb, root_gb=f.root_gb,
                                              ephemeral_gb=f.ephemeral_gb, name=f.name,
                                              extra_specs=f.extra_specs), image)

@@ -116,6 +116,16 @@ def test_nova_form_takes_failure_domain_hints(api, fleet):
     assert resp.status == 400 and "no rack named 'r9'" in resp.error["detail"], resp
 
 
+def test_nova_form_refuses_what_the_scheduler_does_not_model(api, two_hosts, placement):
+    inst = new_uuid()
+    resp = api.post("/selections", json={
+        "instance_uuids": [inst], "flavor": {"name": "numa", "vcpus": 2, "memory_mb": 1024,
+                                             "extra_specs": {"hw:numa_nodes": "2"}}})
+    assert resp.status == 400, resp
+    assert "flavor numa asks for hw:numa_nodes" in resp.error["detail"], resp
+    assert placement.get_allocations(inst).allocations == {}
+
+
 @pytest.mark.parametrize("body, text", [
     ({"groups": [{"resources": {"VCPU": 1}}]}, "'instance_uuids' is a required property"),
     (simple_request(alternates=-1), "-1 is less than the minimum of 0"),

@@ -1,13 +1,16 @@
 """Flavor + image → request groups and query (docs/design/request-translation.md, #request-filters)."""
 from __future__ import annotations
 
+import pytest
+
 from billeting.placement_client.model import CandidateQuery, RequestGroup
 from billeting.placement_client.query import query_string
 from billeting.scheduler.bounds import MAX_VCPUS
 from billeting.scheduler.catalog import MemoryHostCatalog
 from billeting.scheduler.decision import Decision
 from billeting.scheduler.directory import MemoryDirectory
-from billeting.scheduler.nova import Flavor, Image, request_from_nova, resource_groups
+from billeting.scheduler import nova_features
+from billeting.scheduler.nova import Flavor, Image, Unmodelled, request_from_nova, resource_groups
 from billeting.scheduler import query as scheduler_query
 from billeting.scheduler.settings import SchedulerSettings
 
@@ -252,3 +255,27 @@ def test_failure_domain_hints_become_constraints_and_nearness():
         except BadHint:
             continue
         raise AssertionError(f"{hints} was taken")
+
+
+@pytest.mark.parametrize("specs, properties, keys", [
+    ({"hw:numa_nodes": "2"}, {}, ["hw:numa_nodes"]),
+    ({"hw:numa_cpus.0": "0-1", "hw:numa_mem.0": "512"}, {}, ["hw:numa_cpus.0", "hw:numa_mem.0"]),
+    ({"hw:mem_page_size": "large", "pci_passthrough:alias": "a1:2"}, {}, ["hw:mem_page_size", "pci_passthrough:alias"]),
+    ({}, {"hw_numa_nodes": "2", "hw_mem_page_size": "2048"}, ["hw_mem_page_size", "hw_numa_nodes"]),
+])
+def test_what_the_scheduler_does_not_model_is_refused_not_ignored(specs, properties, keys):
+    flavor = Flavor(name="f-numa", vcpus=4, memory_mb=1024, extra_specs=specs)
+    image = Image(properties=properties)
+    assert nova_features.unmodelled(specs, properties) == keys
+    with pytest.raises(Unmodelled) as caught:
+        request_from_nova(flavor, image, instance_uuids=["i-1"], project_id="p", user_id="u")
+    assert caught.value.keys == keys
+    assert f"flavor f-numa asks for {', '.join(keys)}" in str(caught.value)
+    assert "not modelled" in str(caught.value)
+
+
+def test_modelled_cpu_keys_are_not_refused():
+    specs = {"hw:cpu_policy": "dedicated", "hw:cpu_thread_policy": "isolate", "hw:numa_something_else": "x"}
+    assert nova_features.unmodelled(specs, {"hw_cpu_policy": "dedicated"}) == []
+    request_from_nova(Flavor(vcpus=2, memory_mb=64, extra_specs=specs), instance_uuids=["i-1"], project_id="p",
+                      user_id="u")

@@ -62,6 +62,9 @@ def test_a_good_scenario_loads_with_defaults(tmp_path):
     (("vcpus = 1\nmemory_mb = 512", "vcpus = 0\nmemory_mb = 0"), "flavors[0]"),
     (("memory_mb = 512", 'memory_mb = 512\nimage_traits = ["avx2"]'), "flavors[0].image_traits"),
     (("memory_mb = 512", 'memory_mb = 512\nextra_specs = {"trait:nope" = "required"}'), "flavors[0].extra_specs"),
+    # ... or for what the scheduler does not model (it would be placed as if it had not asked)
+    (("memory_mb = 512", 'memory_mb = 512\nextra_specs = {"hw:numa_nodes" = "2"}'),
+     "flavors[0].extra_specs: hw:numa_nodes: guest NUMA topologies"),
 ])
 def test_bad_scenarios_name_file_and_key(tmp_path, change, where):
     path = write(tmp_path, GOOD.replace(*change))

@@ -23,7 +23,7 @@ from billeting.conductor.super_conductor import BuildPlan
 from billeting.messaging import BusUnavailable
 from billeting.placement.api.util import normalize_uuid
 from billeting.placement.store.tx import run_read, run_write
-from billeting.scheduler.nova import BadHint, domain_hints
+from billeting.scheduler.nova import BadHint, Unmodelled, domain_hints, unmodelled_keys
 from billeting.scheduler.request import Destination
 
 LOG = logging.getLogger(__name__)
@@ -201,6 +201,8 @@ class Servers:
         elif not server.get("block_device_mapping_v2"):
             raise bad_request("Block Device Mapping is Invalid: imageRef is required unless booting from a "
                               "volume.")
+        if unmodelled_keys(flavor.scheduler_flavor(), image):
+            raise bad_request(str(Unmodelled(flavor.scheduler_flavor(), image)))
         min_count, max_count = int(server.get("min_count", 1)), int(server.get("max_count",
                                                                               server.get("min_count", 1)))
         if min_count > max_count:

@@ -153,11 +153,15 @@ def from_nova(data: dict, directory) -> tuple[ScheduleRequest, str | None]:
     flavor = _convert(data["flavor"], _to_flavor)
     image = _convert(data["image"], _to_image) if "image" in data else None
     destination = _convert(data["destination"], _to_destination) if "destination" in data else None
-    request = nova.request_from_nova(
-        flavor, image, instance_uuids=data["instance_uuids"], project_id=data["project_id"],
-        user_id=data["user_id"], is_bfv=data.get("is_bfv", False), availability_zone=data.get("availability_zone"),
-        same_host=same_host, different_host=different_host, destination=destination,
-        ignore_hosts=data.get("ignore_hosts", ()), domain_constraints=constraints, near=near)
+    try:
+        request = nova.request_from_nova(
+            flavor, image, instance_uuids=data["instance_uuids"], project_id=data["project_id"],
+            user_id=data["user_id"], is_bfv=data.get("is_bfv", False),
+            availability_zone=data.get("availability_zone"), same_host=same_host, different_host=different_host,
+            destination=destination, ignore_hosts=data.get("ignore_hosts", ()), domain_constraints=constraints,
+            near=near)
+    except nova.Unmodelled as exc:
+        raise HTTPProblem(400, str(exc)) from None
     if not any(g.resources for g in request.groups):
         raise HTTPProblem(400, "the flavor asks for no resources")
     over = over_amount(request.groups)
