@@ -462,7 +462,9 @@ def target_first_start(opts: argparse.Namespace) -> Table:
             subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
             base = _free_port_base(6)  # billeting up listens on base .. base + 5
             port = base + 4            # Placement's
-            env = {**os.environ, "HOME": tmp}
+            # the user's package caches stay (a warm cache is the target's premise);
+            # billeting up's state goes to the temporary directory
+            env = {**os.environ, **{v: tmp for v in ("XDG_STATE_HOME", "XDG_DATA_HOME", "XDG_CONFIG_HOME")}}
             started = time.monotonic()
             proc = subprocess.Popen(["./dev.sh", "up", "--port-base", str(base)], cwd=clone, env=env,
                                     start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -475,7 +477,7 @@ def target_first_start(opts: argparse.Namespace) -> Table:
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
-    return Table("first-start", "First start", "A fresh clone of this checkout, its own `.venv`, an empty HOME.",
+    return Table("first-start", "First start", "A fresh clone of this checkout, its own `.venv`, the user's package cache.",
                  "reference", [first])
 
 
