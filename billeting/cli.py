@@ -4,11 +4,11 @@
     billeting db upgrade [--db URL]
     billeting db status [--db URL]
     billeting placement export|import|audit ...   (billeting/placement/tools/)
-    billeting scheduler serve|db …, billeting topology …   (see billeting/cli_scheduler.py)
-    billeting compute --host H --cell C --driver fake ...   (billeting.compute.command)
-    billeting conductor --cell C ...                         (billeting.conductor.command)
-    billeting cell-db upgrade|status --cell-db URL           (billeting.cells.command)
-    billeting audit --cell C=URL ...                         (billeting.cells.command)
+    billeting scheduler serve|db …, billeting topology …   (see billeting/commands/scheduler.py)
+    billeting compute --host H --cell C --driver fake ...   (billeting.commands.compute)
+    billeting conductor --cell C ...                         (billeting.commands.conductor)
+    billeting cell-db upgrade|status --cell-db URL           (billeting.commands.cells)
+    billeting audit --cell C=URL ...                         (billeting.commands.cells)
     billeting --version
 
 Every failure the operator can fix ends in one line on stderr and a
@@ -27,10 +27,10 @@ import sys
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from billeting.cli_common import (EXIT_FAILURE, CliError, DatabaseTarget, Parser, UsageError, check_keystone_config,
+from billeting.commands.common import (EXIT_FAILURE, CliError, DatabaseTarget, Parser, UsageError, check_keystone_config,
                                   check_listen, configure_logging, connect_engine, first_line, read_revision,
                                   resolve_database, settings_from_args, version)
-from billeting.cli_pools import add_pool_flags, apply_pool_flags
+from billeting.commands.pools import add_pool_flags, apply_pool_flags
 from billeting.config import Settings, ensure_default_data_dir
 from billeting.placement.tools.errors import ToolError
 from billeting.serving import bind_address
@@ -100,30 +100,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(status)
     status.set_defaults(func=cmd_db_status)
 
-    from billeting.placement.tools.cli import add_commands as add_placement_commands
+    from billeting.commands.placement_tools import add_commands as add_placement_commands
 
     add_placement_commands(commands, _add_common)
-    from billeting import cli_scheduler  # billeting scheduler …, billeting topology …
+    from billeting.commands import scheduler as cli_scheduler  # billeting scheduler …, billeting topology …
 
     cli_scheduler.register(commands)
     # The cell side: computes, the cell conductor, cell databases, the audit.
-    from billeting.cells import command as cell_command
-    from billeting.compute import command as compute_command
-    from billeting.conductor import command as conductor_command
-    from billeting.conductor import super_command
+    from billeting.commands import cells as cell_command
+    from billeting.commands import compute as compute_command
+    from billeting.commands import conductor as conductor_command
+    from billeting.commands import super_conductor as super_command
 
     compute_command.add_parser(commands)
     conductor_command.add_parser(commands)
     super_command.add_parser(commands)
     cell_command.add_parsers(commands)
     # The control plane: the compute API (with its super conductor) and the all-in-one.
-    from billeting import up
-    from billeting.api.compute import command as compute_api_command
+    from billeting.commands import up
+    from billeting.commands import compute_api as compute_api_command
 
     compute_api_command.add_parser(commands)
     up.add_parser(commands)
 
-    from billeting.sim import cli as sim_cli  # billeting simulate …
+    from billeting.commands import simulate as sim_cli  # billeting simulate …
 
     sim_cli.register(commands)
     return parser

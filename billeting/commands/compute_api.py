@@ -19,11 +19,11 @@ import functools
 import logging
 import os
 
-from billeting import cli_common
-from billeting.cells import command as cell_command
-from billeting.cells.command import DEFAULT_PLACEMENT_URL
-from billeting.cli_pools import add_pool_flags
-from billeting.conductor import super_command
+from billeting.commands import common as cli_common
+from billeting.commands import cells as cell_command
+from billeting.commands.cells import DEFAULT_PLACEMENT_URL
+from billeting.commands.pools import add_pool_flags
+from billeting.commands import super_conductor as super_command
 from billeting.config import LOG_LEVELS
 
 LOG = logging.getLogger("billeting")

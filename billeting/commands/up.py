@@ -21,7 +21,7 @@ import threading
 import uuid as uuidlib
 from pathlib import Path
 
-from billeting import cli_common
+from billeting.commands import common as cli_common
 from billeting.config import LOG_LEVELS
 from billeting.state_lock import LOCK_NAME, StateDirBusy, StateLock
 

@@ -210,7 +210,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audit_database(args: argparse.Namespace, progress):
-    from billeting.cli_common import connect_engine, missing_sqlite_file, resolve_database, settings_from_args
+    from billeting.commands.common import connect_engine, missing_sqlite_file, resolve_database, settings_from_args
     from billeting.placement.store import migrate
     from billeting.placement.tools import audit as audits
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from billeting import cli_common
-from billeting.cells import command as cell_command
-from billeting.cli_pools import add_pool_flags
+from billeting.commands import common as cli_common
+from billeting.commands import cells as cell_command
+from billeting.commands.pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 

@@ -18,7 +18,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-from billeting import cli_common
+from billeting.commands import common as cli_common
 from billeting.config import LOG_LEVELS, default_data_dir, ensure_default_data_dir
 
 LOG = logging.getLogger("billeting")

@@ -18,8 +18,8 @@ import argparse
 import logging
 import os
 from dataclasses import dataclass
-from billeting import cli_common
-from billeting.cli_pools import add_pool_flags
+from billeting.commands import common as cli_common
+from billeting.commands.pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
@@ -152,7 +152,7 @@ def cmd_super_conductor(args: argparse.Namespace) -> int:
     from billeting.apidb.cell_directory import CellCatalog
     from billeting.conductor import super_conductor as sc
     from billeting.apidb.engine import make_engine
-    from billeting.cells import command as cell_command
+    from billeting.commands import cells as cell_command
     from billeting.messaging import Bus, BusUnavailable
     from billeting.placement_client import PlacementUnavailable, http_client
     from billeting.scheduler.rpc import SchedulerClient
