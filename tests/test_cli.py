@@ -329,3 +329,18 @@ def test_serve_auto_upgrade_migrates_a_fresh_database(empty_sqlite):
     with running_server(empty_sqlite, workers=1, args=("--auto-upgrade",)) as server:
         assert Http(server.url).request("GET", "/resource_providers")[0] == 200
     assert revision_of(empty_sqlite) == HEAD
+
+
+def test_every_command_module_is_a_registered_group():
+    # One module per command group under billeting/commands, each adding its
+    # sub-commands through register(commands); cli.py lists them all.
+    import importlib
+    import pkgutil
+
+    import billeting.commands
+
+    helpers = {"common", "pools"}
+    modules = {m.name for m in pkgutil.iter_modules(billeting.commands.__path__)} - helpers
+    assert modules == set(cli.GROUPS)
+    for name in cli.GROUPS:
+        assert callable(importlib.import_module(f"billeting.commands.{name}").register), name

@@ -228,7 +228,8 @@ def test_metrics_under_policy_need_an_admitted_token(policy_client):
 
 
 def test_metrics_access_comes_from_flag_environment_or_file(tmp_path):
-    from billeting.cli import CliError, build_parser, settings_from_args
+    from billeting.cli import build_parser
+    from billeting.commands.common import CliError, settings_from_args
 
     parse = build_parser().parse_args
     assert settings_from_args(parse(["serve"]), {}).metrics_access == "open"

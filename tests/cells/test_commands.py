@@ -7,7 +7,7 @@ import uuid as uuidlib
 import pytest
 
 from billeting import cli
-from billeting.cells import command as cell_command
+from billeting.commands import cells as cell_command
 from billeting.cells import instances as inst
 from billeting.compute.driver import node_uuid
 from billeting.placement_client.model import AllocationWrite, ProviderResources
@@ -69,7 +69,7 @@ def test_operator_mistakes_are_one_line(tmp_path, capsys, args, expected):
 
 
 def test_compute_image_types_flag_sets_the_disk_formats_the_fake_node_boots():
-    from billeting.compute import command as compute_command
+    from billeting.commands import compute as compute_command
     from billeting.compute.fake import DEFAULT_IMAGE_TYPES
 
     def image_types(*flags: str) -> tuple[str, ...]:

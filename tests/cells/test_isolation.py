@@ -13,8 +13,8 @@ from sqlalchemy import Engine
 
 from billeting.cells.wiring import CellConfig, wire_cell
 from billeting.cli import build_parser
-from billeting.compute import command as compute_command
-from billeting.conductor import command as conductor_command
+from billeting.commands import compute as compute_command
+from billeting.commands import conductor as conductor_command
 from billeting.messaging import Bus, CallTimeout
 from billeting.placement.store.engine import make_engine
 

@@ -229,7 +229,7 @@ def test_up_refuses_bad_flags_as_usage_errors_before_starting(tmp_path, capsys, 
 
 def test_up_refuses_to_empty_a_state_dir_holding_other_files(tmp_path, capsys):
     from billeting.cli import main
-    from billeting.up import state_dir_problem
+    from billeting.commands.up import state_dir_problem
 
     (tmp_path / "notes.txt").write_text("mine")
     assert main(["up", "--state-dir", str(tmp_path)]) == 2
@@ -245,7 +245,7 @@ def test_up_refuses_to_empty_a_state_dir_holding_other_files(tmp_path, capsys):
 
 
 def test_up_takes_the_schedulers_settings_from_a_config_file(tmp_path, capsys):
-    from billeting import up as up_mod
+    from billeting.commands import up as up_mod
     from billeting.cli import main
 
     conf = tmp_path / "scheduler.conf"

@@ -8,7 +8,8 @@ import os
 import orjson
 import pytest
 
-from billeting.cli import build_parser, settings_from_args
+from billeting.cli import build_parser
+from billeting.commands.common import settings_from_args
 from billeting.config import SettingsError, load_settings
 from billeting.placement.serve import render_server_error, serve_options
 from billeting.serving import ServeOptions, json_errors

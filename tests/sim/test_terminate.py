@@ -10,7 +10,8 @@ from pathlib import Path
 
 CHILD = """
 import time
-from billeting.sim import cli, runner
+from billeting.sim import runner
+from billeting.commands import simulate as cli
 with cli.terminate_as_exit():
     with runner._workdir() as work:
         (work / "template.db").write_bytes(b"x" * 1024)

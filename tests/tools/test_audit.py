@@ -12,7 +12,7 @@ from sqlalchemy import delete, select, text, update
 
 from billeting import cli
 from billeting.placement.store import tables as t
-from billeting.placement.tools.cli import EXIT_FINDINGS
+from billeting.commands.placement_tools import EXIT_FINDINGS
 from tests.api.direct_rows import allocate, provider_id
 from tests.conftest import new_uuid
 from tests.tools.servers import serving

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from billeting import config
-from billeting.cli import build_parser, settings_from_args, CliError
+from billeting.cli import build_parser
+from billeting.commands.common import CliError, settings_from_args
 from billeting.config import Settings, SettingsError, load_settings
 
 

@@ -172,7 +172,8 @@ def test_the_graph_sees_billeting():
     # A parser that found nothing would pass the cycle check vacuously.
     graph = import_graph()
     assert len(graph) > 200
-    assert "billeting.config" in graph["billeting.cli"]
+    assert "billeting.config" in graph["billeting.commands.placement"]
+    assert "billeting.commands.common" in graph["billeting.cli"]
     assert "billeting.scheduler.capability_filters" in graph["billeting.scheduler.filters"]
 
 

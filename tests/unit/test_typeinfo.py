@@ -11,7 +11,7 @@ import billeting
 
 PACKAGE = Path(billeting.__file__).parent
 # Commands that decode in their own single thread, never on a request or message thread.
-SINGLE_THREADED = ("typeinfo.py", "cli_scheduler.py", "sim/", "placement/tools/")
+SINGLE_THREADED = ("typeinfo.py", "commands/scheduler.py", "sim/", "placement/tools/")
 BUILDS_INFO = {"convert", "Decoder", "decode"}  # decode builds info only when given a type
 
 

@@ -23,9 +23,9 @@ URL_ENV = "BILLETING_PLACEMENT_URL"
 TOKEN_ENV = "OS_TOKEN"
 
 
-def add_commands(commands, common) -> None:
-    """Register ``placement`` and its actions on the ``billeting`` parser;
-    ``common`` adds --config-file/--db/--log-level (for the audit's --db)."""
+def register(commands) -> None:
+    """``placement`` and its actions (export, import, audit)."""
+    from billeting.commands.placement import add_database_flags
     placement = commands.add_parser("placement", help="operator chores on a Placement service: export, import, audit")
     actions = placement.add_subparsers(dest="placement_command", metavar="ACTION", parser_class=type(placement))
     actions.required = True
@@ -52,7 +52,7 @@ def add_commands(commands, common) -> None:
                                            "check) or any Placement service through its API (--url; usage over "
                                            "capacity only). Exit status 3 when problems are found.")
     _add_http(audit, required=False)
-    common(audit)
+    add_database_flags(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.add_argument("--recount-usage", action="store_true",
                        help="first set every inventory's kept usage from its allocations (the repair for "
@@ -210,7 +210,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def _audit_database(args: argparse.Namespace, progress):
-    from billeting.cli_common import connect_engine, missing_sqlite_file, resolve_database, settings_from_args
+    from billeting.commands.common import connect_engine, missing_sqlite_file, resolve_database, settings_from_args
     from billeting.placement.store import migrate
     from billeting.placement.tools import audit as audits
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from billeting import cli_common
-from billeting.cells import command as cell_command
-from billeting.cli_pools import add_pool_flags
+from billeting.commands import common
+from billeting.commands import cells
+from billeting.commands.pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
@@ -22,9 +22,9 @@ _FLAGS = {"max_attempts": "max_attempts", "service_down_time": "service_down_tim
           "delete_timeout": "delete_timeout_s", "build_timeout": "build_timeout_s"}
 
 
-def add_parser(commands) -> None:
+def register(commands) -> None:
     p = commands.add_parser("conductor", help="run a cell conductor (foreground, until SIGTERM/SIGINT)")
-    cell_command.add_cell_flags(p)
+    cells.add_cell_flags(p)
     p.add_argument("--name", default=None, help="this conductor's service name (default host-pid)")
     p.add_argument("--max-attempts", type=int, default=None, help="builds tried per instance (default 3)")
     p.add_argument("--service-down-time", type=float, default=None, metavar="SECONDS",
@@ -53,7 +53,7 @@ def conductor_settings(args: argparse.Namespace):
     try:
         settings.check()
     except ValueError as exc:
-        raise cli_common.CliError(f"invalid conductor setting: {exc}") from None
+        raise common.CliError(f"invalid conductor setting: {exc}") from None
     return settings
 
 
@@ -72,7 +72,7 @@ def _serve_metrics(host: str, port: int, undo):
         server, _ = start_http_server(port, addr=host)
     except OSError as exc:
         undo()
-        raise cli_common.CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+        raise common.CliError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
     LOG.info("metrics at http://%s:%d/metrics", host, port)
     return server
 
@@ -80,18 +80,18 @@ def _serve_metrics(host: str, port: int, undo):
 def cmd_conductor(args: argparse.Namespace) -> int:
     from billeting.messaging import BusUnavailable
 
-    cli_common.configure_logging(cell_command.log_level(args))
+    common.configure_logging(cells.log_level(args))
     conductor_settings(args)
     if args.metrics_port is not None and not 1 <= args.metrics_port <= 65535:
-        raise cli_common.UsageError(f"--metrics-port must be between 1 and 65535, not {args.metrics_port}")
-    wiring = cell_command.wire(args)
+        raise common.UsageError(f"--metrics-port must be between 1 and 65535, not {args.metrics_port}")
+    wiring = cells.wire(args)
     conductor = build_conductor(args, wiring)
     try:
         conductor.start()
     except BusUnavailable as exc:
         conductor.stop()
         wiring.close()
-        raise cli_common.CliError(f"cell {args.cell}'s bus: {exc}") from None
+        raise common.CliError(f"cell {args.cell}'s bus: {exc}") from None
     exporter = None
     if args.metrics_port is not None:
         exporter = _serve_metrics(args.metrics_host, args.metrics_port, lambda: (conductor.stop(), wiring.close()))
@@ -102,4 +102,4 @@ def cmd_conductor(args: argparse.Namespace) -> int:
         conductor.stop()
         wiring.close()
 
-    return cell_command.run_until_signalled(stop)
+    return cells.run_until_signalled(stop)

@@ -12,19 +12,19 @@ import argparse
 import logging
 import socket
 
-from billeting import cli_common
-from billeting.cells import command as cell_command
-from billeting.cli_pools import add_pool_flags
+from billeting.commands import common
+from billeting.commands import cells
+from billeting.commands.pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
 
-def add_parser(commands) -> None:
+def register(commands) -> None:
     p = commands.add_parser("compute", help="run compute hosts of a cell (foreground, until SIGTERM/SIGINT)")
     p.add_argument("--host", dest="hosts", metavar="HOST", action="append", default=None,
                    help="a compute service host to run (repeat for several; default: this machine's name)")
     p.add_argument("--driver", choices=("fake",), default="fake", help="virt driver (default fake)")
-    cell_command.add_cell_flags(p)
+    cells.add_cell_flags(p)
     fake = p.add_argument_group("fake driver")
     fake.add_argument("--shape", choices=("flat", "numa", "pci", "vgpu", "ironic"), default="flat")
     fake.add_argument("--vcpus", type=int, default=None)
@@ -98,7 +98,7 @@ def fake_config(args: argparse.Namespace):
     try:
         return FakeConfig(**given)
     except (ValueError, TypeError) as exc:
-        raise cli_common.CliError(f"invalid fake driver setting: {exc}") from None
+        raise common.CliError(f"invalid fake driver setting: {exc}") from None
 
 
 def compute_settings(args: argparse.Namespace):
@@ -110,7 +110,7 @@ def compute_settings(args: argparse.Namespace):
     try:
         settings.check()
     except ValueError as exc:
-        raise cli_common.CliError(f"invalid compute setting: {exc}") from None
+        raise common.CliError(f"invalid compute setting: {exc}") from None
     return settings
 
 
@@ -122,7 +122,7 @@ def build_service(args: argparse.Namespace, wiring):
 
     hosts = args.hosts or [socket.gethostname()]
     if len(set(hosts)) != len(hosts):
-        raise cli_common.CliError("each --host may be given once")
+        raise common.CliError("each --host may be given once")
     config, settings = fake_config(args), compute_settings(args)
     managers = [ComputeManager(host, FakeDriver(host, config), wiring, settings) for host in hosts]
     return ComputeService(wiring, managers)
@@ -132,21 +132,21 @@ def cmd_compute(args: argparse.Namespace) -> int:
     from billeting.messaging import BusUnavailable
     from billeting.placement_client import PlacementError
 
-    cli_common.configure_logging(cell_command.log_level(args))
+    common.configure_logging(cells.log_level(args))
     fake_config(args)
     compute_settings(args)  # refuse bad flags before connecting anywhere
-    wiring = cell_command.wire(args)
+    wiring = cells.wire(args)
     service = build_service(args, wiring)
     try:
         service.start()
     except BusUnavailable as exc:
         service.stop()
         wiring.close()
-        raise cli_common.CliError(f"cell {args.cell}'s bus: {exc}") from None
+        raise common.CliError(f"cell {args.cell}'s bus: {exc}") from None
     except PlacementError as exc:
         service.stop()
         wiring.close()
-        raise cli_common.CliError(f"Placement: {exc}") from None
+        raise common.CliError(f"Placement: {exc}") from None
     LOG.info("%d compute host(s) of cell %s running: %s", len(service.managers), args.cell,
              ", ".join(m.host for m in service.managers))
 
@@ -154,4 +154,4 @@ def cmd_compute(args: argparse.Namespace) -> int:
         service.stop()
         wiring.close()
 
-    return cell_command.run_until_signalled(stop)
+    return cells.run_until_signalled(stop)

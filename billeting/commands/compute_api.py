@@ -19,17 +19,17 @@ import functools
 import logging
 import os
 
-from billeting import cli_common
-from billeting.cells import command as cell_command
-from billeting.cells.command import DEFAULT_PLACEMENT_URL
-from billeting.cli_pools import add_pool_flags
-from billeting.conductor import super_command
+from billeting.commands import common
+from billeting.commands import cells
+from billeting.commands.cells import DEFAULT_PLACEMENT_URL
+from billeting.commands.pools import add_pool_flags
+from billeting.commands import super_conductor
 from billeting.config import LOG_LEVELS
 
 LOG = logging.getLogger("billeting")
 
 
-def add_parser(commands) -> None:
+def register(commands) -> None:
     p = commands.add_parser("compute-api", help="the compute API (Nova's shapes) and its cell mappings")
     sub = p.add_subparsers(dest="compute_api_command", required=True)
     serve = sub.add_parser("serve", help="serve the compute API (foreground, until SIGTERM/SIGINT)")
@@ -51,7 +51,7 @@ def add_parser(commands) -> None:
     serve.add_argument("--policy-file", metavar="PATH", default=None,
                        help="oslo.policy YAML/JSON file overriding the compute API's rules by name "
                             "(os_compute_api:servers:delete, ...)")
-    super_command.add_build_attempts_flag(serve)
+    super_conductor.add_build_attempts_flag(serve)
     add_pool_flags(serve)
     serve.set_defaults(func=cmd_serve)
     cell = sub.add_parser("cell", help="map a cell (cell0: no transport URL)")
@@ -89,18 +89,18 @@ def _api_engine(args):
     from billeting.apidb.engine import default_url, make_engine
 
     raw = args.db or os.environ.get("BILLETING_API_DB") or default_url()
-    engine = make_engine(cli_common.database_target(raw, embedded=False, what="API database").url)
+    engine = make_engine(common.database_target(raw, embedded=False, what="API database").url)
     try:
         migrate.upgrade(engine)
     except (DBAPIError, CommandError) as exc:
         engine.dispose()
-        raise cli_common.CliError(f"cannot use the API database {cli_common.hide_password(raw)}: {cli_common.first_line(exc)}") from None
+        raise common.CliError(f"cannot use the API database {common.hide_password(raw)}: {common.first_line(exc)}") from None
     return engine
 
 
 def _name(what: str, value: str) -> str:
     if not value.strip() or value != value.strip():
-        raise cli_common.UsageError(f"{what} {value!r}: must not be empty or begin or end with whitespace")
+        raise common.UsageError(f"{what} {value!r}: must not be empty or begin or end with whitespace")
     return value
 
 
@@ -112,7 +112,7 @@ def _write(engine, work, what: str):
     try:
         return work()
     except DBAPIError as exc:
-        raise cli_common.CliError(f"cannot {what}: {cli_common.first_line(exc)}") from None
+        raise common.CliError(f"cannot {what}: {common.first_line(exc)}") from None
     finally:
         engine.dispose()
 
@@ -126,11 +126,11 @@ def cmd_cell_add(args) -> int:
     # What Bus() accepts: a mapping it cannot open would stop every scheduler
     # and compute API that reads the mappings.
     if args.transport_url is not None and urlsplit(args.transport_url).scheme not in ("amqp", "pyamqp", "memory"):
-        raise cli_common.UsageError(f"--transport-url {cli_common.hide_password(args.transport_url)!r}: expected "
+        raise common.UsageError(f"--transport-url {common.hide_password(args.transport_url)!r}: expected "
                                     "amqp://USER:PW@HOST:PORT/VHOST")
     engine = _api_engine(args)
     try:
-        cell_command.open_cell_engine(argparse.Namespace(cell_db=args.cell_db, cell=args.name,
+        cells.open_cell_engine(argparse.Namespace(cell_db=args.cell_db, cell=args.name,
                                                          auto_upgrade=True)).dispose()
     except BaseException:
         engine.dispose()
@@ -150,7 +150,7 @@ def cmd_image_add(args) -> int:
     for item in args.property:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise cli_common.UsageError(f"--property {item}: expected KEY=VALUE")
+            raise common.UsageError(f"--property {item}: expected KEY=VALUE")
         props[key] = value
     disk_format = _name("disk format", args.disk_format) if args.disk_format is not None else None
     engine = _api_engine(args)
@@ -187,7 +187,7 @@ def _check_policy_file(path: str | None) -> None:
     try:
         policy.enforcer(policy_file=path)
     except PolicyFileError as exc:
-        raise cli_common.CliError(str(exc)) from None
+        raise common.CliError(str(exc)) from None
 
 
 def cmd_serve(args) -> int:
@@ -196,27 +196,27 @@ def cmd_serve(args) -> int:
 
     args.log_level = args.log_level.upper()
     if args.log_level not in LOG_LEVELS:
-        raise cli_common.UsageError(f"--log-level {args.log_level}: expected DEBUG, INFO, WARNING or ERROR")
+        raise common.UsageError(f"--log-level {args.log_level}: expected DEBUG, INFO, WARNING or ERROR")
     if not 1 <= args.port <= 65535:
-        raise cli_common.UsageError(f"--port must be between 1 and 65535, not {args.port}")
+        raise common.UsageError(f"--port must be between 1 and 65535, not {args.port}")
     if args.conductor == "remote" and not args.transport_url:
-        raise cli_common.UsageError("--conductor remote casts to super conductors on the API bus: give --transport-url")
+        raise common.UsageError("--conductor remote casts to super conductors on the API bus: give --transport-url")
     try:
         options = ServeOptions(host=args.host, port=args.port, workers=args.workers, threads=args.threads,
                                log_level=args.log_level, process_name="billeting-compute-api",
                                on_ready=lambda url: LOG.info("ready: %s", url), render_error=render_server_error)
     except ValueError as exc:  # workers or threads below 1
-        raise cli_common.UsageError(str(exc)) from None
+        raise common.UsageError(str(exc)) from None
     if not args.placement_db:
         args.placement_url = args.placement_url or os.environ.get("BILLETING_PLACEMENT_URL") or DEFAULT_PLACEMENT_URL
-        cli_common.check_placement_url(args.placement_url)
-    cli_common.configure_logging(args.log_level)
-    args.build_attempts = super_command.build_attempts(args)
+        common.check_placement_url(args.placement_url)
+    common.configure_logging(args.log_level)
+    args.build_attempts = super_conductor.build_attempts(args)
     _check_policy_file(args.policy_file)
     _api_engine(args).dispose()
     if not args.placement_db:
         # As the conductors and computes do: no Placement, no start (not a 503 on every request).
-        cell_command.placement_client(argparse.Namespace(placement_url=args.placement_url,
+        cells.placement_client(argparse.Namespace(placement_url=args.placement_url,
                                                          placement_token=args.placement_token)).close()
     # Workers share one directory of metric files (GET /metrics adds them up).
     run(dataclasses.replace(options, **metrics.master_hooks(LOG)), functools.partial(load_app, args))

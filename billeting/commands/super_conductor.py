@@ -18,8 +18,8 @@ import argparse
 import logging
 import os
 from dataclasses import dataclass
-from billeting import cli_common
-from billeting.cli_pools import add_pool_flags
+from billeting.commands import common
+from billeting.commands.pools import add_pool_flags
 
 LOG = logging.getLogger("billeting")
 
@@ -27,7 +27,7 @@ LOG = logging.getLogger("billeting")
 DEFAULT_SCHEDULER_TIMEOUT_S = 300.0
 
 
-def add_parser(commands) -> None:
+def register(commands) -> None:
     p = commands.add_parser("super-conductor",
                             help="run a super conductor on the API bus (foreground, until SIGTERM/SIGINT)")
     p.add_argument("--config-file", metavar="PATH", default=None,
@@ -72,7 +72,7 @@ def _file_option(path: str | None, section: str, option: str) -> str | None:
     try:
         parser = read_config_file(path)
     except SettingsError as exc:
-        raise cli_common.CliError(str(exc)) from None
+        raise common.CliError(str(exc)) from None
     if section == "DEFAULT":
         return parser.defaults().get(option)
     return parser.get(section, option) if parser.has_option(section, option) else None
@@ -91,11 +91,11 @@ def build_attempts(args: argparse.Namespace, config_file: str | None = None) -> 
         try:
             value = int(raw) if raw is not None else sc.DEFAULT_BUILD_ATTEMPTS
         except ValueError:
-            raise cli_common.CliError(f"{where}: not a whole number: {raw!r}") from None
+            raise common.CliError(f"{where}: not a whole number: {raw!r}") from None
     try:
         sc.ConductorSettings(build_attempts=int(value)).check()  # type: ignore[arg-type]
     except ValueError as exc:
-        raise cli_common.CliError(f"{where}: {exc}") from None
+        raise common.CliError(f"{where}: {exc}") from None
     return int(value)  # type: ignore[arg-type]
 
 
@@ -108,15 +108,15 @@ def load_config(args: argparse.Namespace) -> SuperConductorConfig:
     api_db = pick(args.db, "BILLETING_API_DB", "api_database", "connection")
     transport = pick(args.transport_url, "BILLETING_TRANSPORT_URL", "DEFAULT", "transport_url")
     if not api_db:
-        raise cli_common.CliError("the super conductor needs the API database: --db URL (or $BILLETING_API_DB, "
+        raise common.CliError("the super conductor needs the API database: --db URL (or $BILLETING_API_DB, "
                                   "or [api_database] connection)")
     if not transport or not transport.startswith(("amqp://", "pyamqp://")):
-        raise cli_common.CliError("the super conductor needs the API bus: --transport-url amqp://USER:PW@HOST:PORT/VHOST "
+        raise common.CliError("the super conductor needs the API bus: --transport-url amqp://USER:PW@HOST:PORT/VHOST "
                                   "(or $BILLETING_TRANSPORT_URL, or [DEFAULT] transport_url)")
     level = (args.log_level or os.environ.get("BILLETING_LOG_LEVEL") or "INFO").upper()
     placement_url = pick(args.placement_url, "BILLETING_PLACEMENT_URL", "placement", "endpoint",
                          "http://127.0.0.1:8778") or ""
-    cli_common.check_placement_url(placement_url)
+    common.check_placement_url(placement_url)
     return SuperConductorConfig(
         api_db=api_db, transport_url=transport,
         placement_url=placement_url,
@@ -152,25 +152,25 @@ def cmd_super_conductor(args: argparse.Namespace) -> int:
     from billeting.apidb.cell_directory import CellCatalog
     from billeting.conductor import super_conductor as sc
     from billeting.apidb.engine import make_engine
-    from billeting.cells import command as cell_command
+    from billeting.commands.cells import run_until_signalled
     from billeting.messaging import Bus, BusUnavailable
     from billeting.placement_client import PlacementUnavailable, http_client
     from billeting.scheduler.rpc import SchedulerClient
 
     config = load_config(args)
-    cli_common.configure_logging(config.log_level)
+    common.configure_logging(config.log_level)
     if args.threads < 1:
-        raise cli_common.CliError("--threads must be at least 1")
+        raise common.CliError("--threads must be at least 1")
     engine = make_engine(config.api_db)
     try:
         current, head = migrate.current_revision(engine), migrate.head_revision()
     except DBAPIError as exc:
         engine.dispose()
-        raise cli_common.CliError(f"cannot use the API database {cli_common.hide_password(config.api_db)}: "
-                                  f"{cli_common.first_line(exc)}") from None
+        raise common.CliError(f"cannot use the API database {common.hide_password(config.api_db)}: "
+                                  f"{common.first_line(exc)}") from None
     if current != head:
         engine.dispose()
-        raise cli_common.CliError(f"the API database is at revision {current or 'none'}, not {head}: run "
+        raise common.CliError(f"the API database is at revision {current or 'none'}, not {head}: run "
                                   f"'billeting scheduler db upgrade --db URL' first")
     cells = CellCatalog.open(engine)
     if cells.cell0 is None:
@@ -182,7 +182,7 @@ def cmd_super_conductor(args: argparse.Namespace) -> int:
     except PlacementUnavailable as exc:
         cells.close()
         engine.dispose()
-        raise cli_common.CliError(f"cannot reach Placement at {config.placement_url}: {exc.detail}") from None
+        raise common.CliError(f"cannot reach Placement at {config.placement_url}: {exc.detail}") from None
     bus = Bus(config.transport_url)
     scheduler = RemoteScheduler(SchedulerClient(bus), placement, timeout=args.scheduler_timeout)
     conductor = sc.SuperConductor(api_engine=engine, cells=cells, scheduler=scheduler,
@@ -193,7 +193,7 @@ def cmd_super_conductor(args: argparse.Namespace) -> int:
         bus.close()
         cells.close()
         engine.dispose()
-        raise cli_common.CliError(f"the API bus: {exc}") from None
+        raise common.CliError(f"the API bus: {exc}") from None
     LOG.info("super conductor serving %s on %s (cells: %s; build_attempts %d)", sc.TOPIC, bus.url_shown,
              ", ".join(sorted(cells.cells())) or "none", config.build_attempts)
 
@@ -203,4 +203,4 @@ def cmd_super_conductor(args: argparse.Namespace) -> int:
         placement.close()
         engine.dispose()
 
-    return cell_command.run_until_signalled(stop)
+    return run_until_signalled(stop)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from billeting.cli_common import (
+from billeting.commands.common import (
     CliError,
     DatabaseTarget,
     EXIT_FAILURE,
@@ -37,7 +37,7 @@ from billeting.cli_common import (
     resolve_database,
     version,
 )
-from billeting.cli_pools import add_pool_flags
+from billeting.commands.pools import add_pool_flags
 from billeting.config import SettingsError
 
 if TYPE_CHECKING:

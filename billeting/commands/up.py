@@ -21,7 +21,7 @@ import threading
 import uuid as uuidlib
 from pathlib import Path
 
-from billeting import cli_common
+from billeting.commands import common
 from billeting.config import LOG_LEVELS
 from billeting.state_lock import LOCK_NAME, StateDirBusy, StateLock
 
@@ -32,7 +32,7 @@ LOG = logging.getLogger("billeting")
 _STATE_FILE = re.compile(rf"^((placement|api|cell\d+)\.sqlite(-wal|-shm|-journal)?|{re.escape(LOCK_NAME)})$")
 
 
-def add_parser(commands) -> None:
+def register(commands) -> None:
     p = commands.add_parser("up", help="run Placement, scheduler, compute API, conductors and fake computes in "
                                        "one process (foreground, until Ctrl-C)")
     p.add_argument("--cells", type=int, default=2, help="cells with computes (default 2)")
@@ -207,8 +207,8 @@ def busy_port(a: argparse.Namespace) -> str | None:
     the databases are emptied, for nothing)."""
     for label, port in service_ports(a):
         try:
-            cli_common.check_listen(a.host, port)
-        except cli_common.CliError as exc:
+            common.check_listen(a.host, port)
+        except common.CliError as exc:
             return f"the {label} {exc}"
     return None
 
@@ -265,27 +265,27 @@ def state_dir_problem(state_dir: str | None) -> str | None:
 def cmd_up(args: argparse.Namespace) -> int:
     problem = usage_problem(args)
     if problem is not None:
-        raise cli_common.UsageError(f"billeting up: {problem}")
-    cli_common.configure_logging(args.log_level.upper())
+        raise common.UsageError(f"billeting up: {problem}")
+    common.configure_logging(args.log_level.upper())
     from billeting.config import SettingsError
 
     try:
         everything = AllInOne(args)
     except SettingsError as exc:
-        raise cli_common.UsageError(f"billeting up: --scheduler-config: {exc}") from None
+        raise common.UsageError(f"billeting up: --scheduler-config: {exc}") from None
     state = state_dir(args)
     try:
         # Held until this process exits: a second `billeting up` here would empty our databases.
         lock = StateLock.acquire(state)
     except StateDirBusy as exc:
-        raise cli_common.UsageError(f"billeting up: state directory {state} is in use by another billeting up "
+        raise common.UsageError(f"billeting up: state directory {state} is in use by another billeting up "
                                     f"(pid {exc.pid or 'unknown'}); stop it or give another --state-dir") from None
     except OSError as exc:
-        raise cli_common.CliError(f"billeting up: cannot lock state directory {state}: {exc.strerror}") from None
+        raise common.CliError(f"billeting up: cannot lock state directory {state}: {exc.strerror}") from None
     problem = busy_port(args)
     if problem is not None:
         lock.release()
-        raise cli_common.CliError(f"billeting up: {problem}")
+        raise common.CliError(f"billeting up: {problem}")
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
@@ -294,7 +294,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         everything.stop()
         lock.release()
-        raise cli_common.CliError(f"billeting up: {exc}") from None
+        raise common.CliError(f"billeting up: {exc}") from None
     print(f"compute API  {urls['compute API']}/v2.1   (X-Auth-Token: admin)", flush=True)
     print(f"Placement    {urls['Placement']}", flush=True)
     print(f"scheduler    {urls['scheduler']}", flush=True)

@@ -18,7 +18,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-from billeting import cli_common
+from billeting.commands import common
 from billeting.config import LOG_LEVELS, default_data_dir, ensure_default_data_dir
 
 LOG = logging.getLogger("billeting")
@@ -60,7 +60,7 @@ def add_cell_flags(parser: argparse.ArgumentParser, *, bus: bool = True) -> None
 def log_level(args: argparse.Namespace) -> str:
     level = (args.log_level or os.environ.get("BILLETING_LOG_LEVEL") or "INFO").upper()
     if level not in LOG_LEVELS:
-        raise cli_common.CliError(f"log level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
+        raise common.CliError(f"log level must be DEBUG, INFO, WARNING or ERROR, not {level!r}")
     return level
 
 
@@ -76,28 +76,28 @@ def cell_db_url(args: argparse.Namespace, *, create: bool = True) -> tuple[str, 
     try:
         return normalize_url(raw), embedded
     except UnsupportedDatabase as exc:
-        raise cli_common.CliError(str(exc)) from None
+        raise common.CliError(str(exc)) from None
     except (ArgumentError, ValueError):
-        raise cli_common.CliError(f"invalid cell database URL {shown(raw)!r}") from None
+        raise common.CliError(f"invalid cell database URL {shown(raw)!r}") from None
 
 
 def shown(url: str) -> str:
-    return cli_common.hide_password(url)
+    return common.hide_password(url)
 
 
 def transport_url(args: argparse.Namespace) -> str:
     url = args.transport_url or os.environ.get("BILLETING_TRANSPORT_URL") or default_transport(args.cell)
     if not url.startswith(("amqp://", "pyamqp://", "memory://")):
-        raise cli_common.CliError(f"invalid transport URL {shown(url)!r}: use amqp://USER:PW@HOST:PORT/VHOST")
+        raise common.CliError(f"invalid transport URL {shown(url)!r}: use amqp://USER:PW@HOST:PORT/VHOST")
     if url.startswith("memory://"):
-        raise cli_common.CliError("a memory:// bus only reaches this process; give the cell's amqp:// URL")
+        raise common.CliError("a memory:// bus only reaches this process; give the cell's amqp:// URL")
     return url
 
 
 def placement_url(args: argparse.Namespace) -> str:
     """The Placement endpoint; one that is no http(s) URL is a usage error."""
     url = args.placement_url or os.environ.get("BILLETING_PLACEMENT_URL") or DEFAULT_PLACEMENT_URL
-    cli_common.check_placement_url(url)
+    common.check_placement_url(url)
     return url
 
 
@@ -112,10 +112,10 @@ def placement_client(args: argparse.Namespace):
         client.version  # noqa: B018 - negotiates, proving Placement answers
     except PlacementUnavailable as exc:
         client.close()
-        raise cli_common.CliError(f"cannot reach Placement at {url}: {exc.detail}") from None
+        raise common.CliError(f"cannot reach Placement at {url}: {exc.detail}") from None
     except PlacementError as exc:  # an answer, but not a Placement we can use
         client.close()
-        raise cli_common.CliError(f"cannot use Placement at {url}: {exc}") from None
+        raise common.CliError(f"cannot use Placement at {url}: {exc}") from None
     return client
 
 
@@ -130,9 +130,9 @@ def open_cell_engine(args: argparse.Namespace):
         return open_cell_database(url, upgrade=args.auto_upgrade or embedded, pool_size=4)
     except CellSchemaError as exc:
         fix = "billeting cell-db upgrade" + ("" if embedded else f" --cell-db {shown(url)}")
-        raise cli_common.CliError(f"{shown(url)}: {exc}; run '{fix}' (or start with --auto-upgrade)") from None
+        raise common.CliError(f"{shown(url)}: {exc}; run '{fix}' (or start with --auto-upgrade)") from None
     except DBAPIError as exc:
-        raise cli_common.CliError(f"cannot use cell database {shown(url)}: {cli_common.first_line(exc)}") from None
+        raise common.CliError(f"cannot use cell database {shown(url)}: {common.first_line(exc)}") from None
 
 
 def wire(args: argparse.Namespace):
@@ -158,7 +158,7 @@ def wire(args: argparse.Namespace):
     except BusUnavailable as exc:
         wiring.close()
         placement.close()
-        raise cli_common.CliError(f"cell {args.cell}'s bus: {exc}") from None
+        raise common.CliError(f"cell {args.cell}'s bus: {exc}") from None
     return wiring
 
 
@@ -175,9 +175,9 @@ def run_until_signalled(stop: Callable[[], None]) -> int:
 
 # --- billeting cell-db ---------------------------------------------------------------
 
-def add_parsers(commands) -> None:
+def register(commands) -> None:
     celldb = commands.add_parser("cell-db", help="manage a cell database's schema")
-    actions = celldb.add_subparsers(dest="cell_db_command", metavar="ACTION", parser_class=cli_common.Parser)
+    actions = celldb.add_subparsers(dest="cell_db_command", metavar="ACTION", parser_class=common.Parser)
     actions.required = True
     upgrade = actions.add_parser("upgrade", help="apply the cell schema migrations")
     add_cell_flags(upgrade, bus=False)
@@ -211,7 +211,7 @@ def _engine_for(url: str):
             pass
     except DBAPIError as exc:
         engine.dispose()
-        raise cli_common.CliError(f"cannot connect to cell database {shown(url)}: {cli_common.first_line(exc)}") from None
+        raise common.CliError(f"cannot connect to cell database {shown(url)}: {common.first_line(exc)}") from None
     return engine
 
 
@@ -221,7 +221,7 @@ def cmd_cell_db_upgrade(args: argparse.Namespace) -> int:
 
     from billeting.cells import migrate
 
-    cli_common.configure_logging(log_level(args))
+    common.configure_logging(log_level(args))
     url, _ = cell_db_url(args)
     engine = _engine_for(url)
     try:
@@ -229,9 +229,9 @@ def cmd_cell_db_upgrade(args: argparse.Namespace) -> int:
         migrate.upgrade(engine)
         after = migrate.current_revision(engine)
     except CommandError as exc:
-        raise cli_common.CliError(f"cannot upgrade {shown(url)}: {exc} (is the database from a newer Billeting?)") from None
+        raise common.CliError(f"cannot upgrade {shown(url)}: {exc} (is the database from a newer Billeting?)") from None
     except DBAPIError as exc:
-        raise cli_common.CliError(f"upgrading {shown(url)} failed: {cli_common.first_line(exc)}") from None
+        raise common.CliError(f"upgrading {shown(url)} failed: {common.first_line(exc)}") from None
     finally:
         engine.dispose()
     if before == after:
@@ -245,8 +245,8 @@ def cmd_cell_db_status(args: argparse.Namespace) -> int:
     from billeting.cells import migrate
 
     url, embedded = cell_db_url(args, create=False)  # a status creates nothing, not even the data directory
-    target = cli_common.DatabaseTarget(url=url, shown=shown(url), embedded=embedded)
-    current, head = cli_common.read_revision(target, migrate.current_revision), migrate.head_revision()
+    target = common.DatabaseTarget(url=url, shown=shown(url), embedded=embedded)
+    current, head = common.read_revision(target, migrate.current_revision), migrate.head_revision()
     print(f"cell database {shown(url)}: revision {current or 'none'}, head {head}"
           + ("" if current == head else f" (behind; run 'billeting cell-db upgrade --cell-db {shown(url)}')"))
     return 0 if current == head else 1
@@ -255,24 +255,24 @@ def cmd_cell_db_status(args: argparse.Namespace) -> int:
 def cmd_audit(args: argparse.Namespace) -> int:
     from billeting.cells import audit, migrate, services
 
-    cli_common.configure_logging(log_level(args))
+    common.configure_logging(log_level(args))
     if not args.cells:
-        raise cli_common.CliError("name every cell with --cell NAME=DATABASE_URL (cell0 included)")
+        raise common.CliError("name every cell with --cell NAME=DATABASE_URL (cell0 included)")
     engines = {}
     try:
         for item in args.cells:
             name, sep, url = item.partition("=")
             if not sep or not name or not url:
-                raise cli_common.CliError(f"--cell wants NAME=DATABASE_URL, not {item!r}")
+                raise common.CliError(f"--cell wants NAME=DATABASE_URL, not {item!r}")
             if name in engines:
-                raise cli_common.CliError(f"cell {name} is named twice")
+                raise common.CliError(f"cell {name} is named twice")
             url = cell_db_url(argparse.Namespace(cell_db=url, cell=name))[0]
-            if cli_common.missing_sqlite_file(url):
-                raise cli_common.CliError(f"cell {name}'s database {shown(url)}: no such file")
+            if common.missing_sqlite_file(url):
+                raise common.CliError(f"cell {name}'s database {shown(url)}: no such file")
             engine = _engine_for(url)
             engines[name] = engine
             if migrate.current_revision(engine) != migrate.head_revision():
-                raise cli_common.CliError(f"cell {name}'s database {shown(url)} is not at the current schema; "
+                raise common.CliError(f"cell {name}'s database {shown(url)} is not at the current schema; "
                                           f"run 'billeting cell-db upgrade --cell-db {shown(url)}'")
         client = placement_client(argparse.Namespace(placement_url=args.placement_url,
                                                      placement_token=args.placement_token))

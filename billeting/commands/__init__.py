@@ -1,0 +1,1 @@
+"""The ``billeting`` command's sub-commands: one module per command group."""
