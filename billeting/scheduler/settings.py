@@ -66,7 +66,7 @@ class SchedulerSettings:
     # whole build later, by when the requests in flight have taken the top
     # of the very same ranking; `billeting simulate scenarios/seeds.toml`
     # measured 99.3% of builds succeeding with "next" and 100% with
-    # "spread" (BENCHMARKS.md, "Alternates").
+    # "spread" (seed 2017, 2026-11-23).
     alternates_from: str = "spread"
     # How many candidates a decision asks Placement for (``sample``):
     # "adaptive" starts small and grows only when filters leave too few;

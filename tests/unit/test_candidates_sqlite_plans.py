@@ -2,8 +2,8 @@
 
 SQLite keeps no statistics unless ANALYZE runs, so it picks indexes by rule.
 Usage used to be summed from allocations, and two plans made the
-simulator's 5,000-host fleet slow down as it filled (BENCHMARKS.md,
-"Simulator at scale"). Usage now sits on the inventory rows; these tests
+simulator's 5,000-host fleet slow down as it filled (measured in 2026-11;
+see BENCHMARKS.md's git history). Usage now sits on the inventory rows; these tests
 read the plans SQLite chose for the statements actually sent."""
 from __future__ import annotations
 
