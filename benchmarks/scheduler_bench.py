@@ -77,7 +77,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def engine_for(db: str):
     from billeting.placement.store import migrate
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
     from billeting.placement.store.sync import sync_standard_names
 
     engine = make_engine(db, pool_size=4)
@@ -382,7 +382,7 @@ def phase_multi(scheduler, size: int, repeats: int) -> dict:
 def phase_verify(db: str) -> dict:
     from sqlalchemy import text
 
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
 
     engine = make_engine(db, pool_size=1)
     with engine.connect() as conn:

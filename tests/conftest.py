@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from billeting.config import Settings
 from billeting.placement.api.app import make_app
 from billeting.placement.store import migrate, tables as t
-from billeting.placement.store.engine import make_engine, normalize_url
+from billeting.common.db.engine import make_engine, normalize_url
 from billeting.placement.store.sync import sync_standard_names
 
 # Fixtures shared by the scheduler and control-plane tests.

@@ -14,7 +14,7 @@ from sqlalchemy.engine import make_url
 
 from billeting import cli
 from billeting.placement.store import migrate, tables as t
-from billeting.placement.store.engine import normalize_url
+from billeting.common.db.engine import normalize_url
 from tests.concurrency.serve import Http, clean_environ, running_server, serve_command, stop, wait_until_up
 from tests.concurrency.serve import RunningServer, free_port
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from billeting.config import default_data_dir, ensure_default_data_dir
-from billeting.placement.store.engine import make_engine, normalize_url
+from billeting.common.db.engine import make_engine, normalize_url
 
 __all__ = ["default_url", "make_engine", "normalize_url"]
 

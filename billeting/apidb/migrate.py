@@ -39,7 +39,7 @@ draft_revision = HISTORY.draft_revision
 if __name__ == "__main__":  # python -m billeting.apidb.migrate revision "message" --db URL
     import argparse
 
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
 
     parser = argparse.ArgumentParser(prog="python -m billeting.apidb.migrate")
     parser.add_argument("action", choices=["revision"])

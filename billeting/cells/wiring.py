@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 
 from billeting.cells import migrate
 from billeting.messaging import Bus
-from billeting.placement.store.engine import make_engine, normalize_url
+from billeting.common.db.engine import make_engine, normalize_url
 from billeting.placement_client.client import PlacementClient
 
 CELL0 = "cell0"

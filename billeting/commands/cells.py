@@ -68,7 +68,7 @@ def cell_db_url(args: argparse.Namespace, *, create: bool = True) -> tuple[str, 
     """(normalized URL, whether it is the embedded default)."""
     from sqlalchemy.exc import ArgumentError
 
-    from billeting.placement.store.engine import UnsupportedDatabase, normalize_url
+    from billeting.common.db.engine import UnsupportedDatabase, normalize_url
 
     raw = args.cell_db or os.environ.get("BILLETING_CELL_DB")
     embedded = not raw
@@ -203,7 +203,7 @@ def register(commands) -> None:
 def _engine_for(url: str):
     from sqlalchemy.exc import DBAPIError
 
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
 
     engine = make_engine(url, pool_size=1)
     try:

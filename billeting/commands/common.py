@@ -82,7 +82,7 @@ def resolve_database(settings: Settings) -> DatabaseTarget:
 
 def database_target(raw: str, *, embedded: bool, what: str = "database") -> DatabaseTarget:
     """``raw`` normalized; an unsupported driver or a malformed URL is a usage error."""
-    from billeting.placement.store.engine import UnsupportedDatabase, normalize_url
+    from billeting.common.db.engine import UnsupportedDatabase, normalize_url
 
     try:
         url = normalize_url(raw)
@@ -128,7 +128,7 @@ def connect_engine(target: DatabaseTarget, *, read_only: bool = False) -> Engine
     switch the file to WAL mode (a write)."""
     from sqlalchemy import create_engine
 
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
 
     if read_only and _sqlite_file(target.url) is not None:
         engine = create_engine(target.url)

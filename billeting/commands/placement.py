@@ -183,7 +183,7 @@ def check_app(settings: Settings) -> None:
     """Build the WSGI stack once in the master so a bad policy, keystone or
     CORS configuration stops start-up with a message, not a worker crash loop."""
     from billeting.placement.api.app import make_app
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
 
     from billeting.placement.api.cors import check_header_name, check_origin
 

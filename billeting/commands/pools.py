@@ -34,7 +34,7 @@ def pool_limits(args: argparse.Namespace) -> tuple[int | None, int | None]:
 
 
 def apply_pool_flags(args: argparse.Namespace) -> None:
-    from billeting.placement.store.engine import configure_pools
+    from billeting.common.db.engine import configure_pools
 
     size, overflow = pool_limits(args)
     if size is not None or overflow is not None:

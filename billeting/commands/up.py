@@ -91,7 +91,7 @@ class AllInOne:
         from billeting.messaging import Bus
         from billeting.placement.api.app import make_app as placement_app
         from billeting.placement.store import migrate as placement_migrate
-        from billeting.placement.store.engine import make_engine
+        from billeting.common.db.engine import make_engine
         from billeting.placement.store.sync import sync_standard_names
         from billeting.placement_client.inprocess import InProcessPlacementClient
         from billeting.scheduler.api.app import make_app as scheduler_app

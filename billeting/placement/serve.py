@@ -50,7 +50,7 @@ def run(settings: Settings) -> None:
 def load_app(settings: Settings) -> WSGIApp:
     """Runs in each worker after the fork."""
     from billeting.placement.api.app import make_app
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
 
     engine = make_engine(settings.db_url, pool_size=max(2, settings.threads))
     return make_app(settings, engine)

@@ -20,7 +20,7 @@ from billeting.placement.api import allocation_candidates as ac_api
 from billeting.placement.api import query as api_query
 from billeting.placement.api.app import make_app
 from billeting.placement.api.errors import HTTPProblem
-from billeting.placement.candidates import gcpause
+from billeting.common import gcpause
 from billeting.placement.consumers import Owner
 from billeting.placement.store.tx import RetriesExhausted, run_read, run_write
 from billeting.placement_client import query as query_mod

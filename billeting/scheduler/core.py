@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from billeting.placement.candidates import gcpause
+from billeting.common import gcpause
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import AllocationRequest, CandidateQuery
 from billeting.placement_client.query import UnsupportedQuery, query_string

@@ -33,7 +33,7 @@ def placement_client(config: ServiceConfig):
     (a static token for noauth2, or keystoneauth from ``[placement]``)."""
     if config.placement_db:
         from billeting.config import Settings
-        from billeting.placement.store.engine import make_engine
+        from billeting.common.db.engine import make_engine
         from billeting.placement_client.inprocess import InProcessPlacementClient
 
         engine = make_engine(config.placement_db, pool_size=max(2, config.threads + config.rpc_threads))

@@ -43,7 +43,7 @@ def _version() -> str:
 
 def _sqlite_engine(path: Path):
     from billeting.placement.store import migrate
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
     from billeting.placement.store.sync import sync_standard_names
 
     engine = make_engine(f"sqlite:///{path}")

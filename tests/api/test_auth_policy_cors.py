@@ -15,7 +15,7 @@ from keystonemiddleware import auth_token
 
 from billeting.config import Settings
 from billeting.placement.api.app import make_app
-from billeting.placement.api.context import context_from_environ
+from billeting.common.http.context import context_from_environ
 from billeting.placement.api.policy import Authorizer
 from billeting.placement.api.routes import load_routes
 from tests.conftest import PlacementClient
@@ -387,7 +387,7 @@ def test_cors_options_without_origin_and_normal_requests_unchanged(cors_client):
 
 def test_cached_policy_decisions_follow_a_changed_policy_file(tmp_path):
     """Decisions are cached, but an edited policy file still takes effect at once."""
-    from billeting.placement.api.context import RequestContext
+    from billeting.common.http.context import RequestContext
     from billeting.placement.api.policy import Authorizer
 
     policy_file = tmp_path / "policy.yaml"

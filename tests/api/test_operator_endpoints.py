@@ -11,7 +11,7 @@ from billeting.placement import openapi
 from billeting.placement.api.app import make_app
 from billeting.placement.api.request_metrics import UNMATCHED, RouteLabels
 from billeting.placement.api.routes import load_routes
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement.store.tx import RetriesExhausted, Retry, run_write
 from tests.concurrency.serve import free_port
 from tests.conftest import PlacementClient, new_uuid

@@ -22,7 +22,7 @@ from billeting.compute.manager import ComputeManager
 from billeting.compute.service import ComputeService
 from billeting.compute.settings import ComputeSettings
 from billeting.conductor.cell import CellConductor, ConductorSettings
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement_client.inprocess import InProcessPlacementClient
 from billeting.scheduler import Scheduler
 from billeting.scheduler.catalog import PlacementHostCatalog

@@ -121,7 +121,7 @@ def test_audit_reports_and_removes_orphans(deployment, cell_db, monkeypatch, cap
 @pytest.mark.slow
 def test_a_compute_the_bus_refuses_leaves_no_service_or_provider_behind(engine, db_url, cell_db, capsys):
     from billeting.cells import services
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
     from billeting.placement_client import http_client
     from tests.concurrency.serve import running_server
     from tests.conftest import AMQP_BASE

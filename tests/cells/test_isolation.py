@@ -16,7 +16,7 @@ from billeting.cli import build_parser
 from billeting.commands import compute as compute_command
 from billeting.commands import conductor as conductor_command
 from billeting.messaging import Bus, CallTimeout
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, types.CodeType, types.FrameType,
            types.MethodWrapperType, types.WrapperDescriptorType, types.GetSetDescriptorType,

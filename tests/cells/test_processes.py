@@ -23,7 +23,7 @@ from billeting.cells.hosts import host_reports
 from billeting.cells.messages import InstanceSpec, RequestSummary
 from billeting.cli import main
 from billeting.messaging import Bus
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement_client import http_client
 from billeting.scheduler import Scheduler
 from billeting.scheduler.catalog import PlacementHostCatalog

@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import delete, func, select
 
 from billeting.placement.store import tables as t
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement.store.sync import sync_standard_names
 
 pytestmark = pytest.mark.slow

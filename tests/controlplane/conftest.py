@@ -15,7 +15,7 @@ from billeting.apidb import migrate as api_migrate
 from billeting.apidb import tables as at
 from billeting.apidb.cell_directory import CellCatalog
 from billeting.conductor.move_protocols import CellHandle
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from tests.cells.conftest import (  # noqa: F401 - the cell fixtures, reused
     Deployment,
     cell_database_factory,

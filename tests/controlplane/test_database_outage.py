@@ -9,7 +9,7 @@ from sqlalchemy import create_engine, text
 
 from billeting.api.compute import errors
 from billeting.commands.pools import pool_limits
-from billeting.placement.store.engine import PoolLimits, configure_pools, make_engine
+from billeting.common.db.engine import PoolLimits, configure_pools, make_engine
 from tests.concurrency.serve import free_port
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import delete
 
 from billeting.apidb import migrate as api_migrate
 from billeting.apidb import tables as api_tables
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement_client.inprocess import InProcessPlacementClient
 from billeting.placement_client.model import Inventory
 from billeting.scheduler.service.runtime import SchedulerService

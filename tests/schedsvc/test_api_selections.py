@@ -185,7 +185,7 @@ def test_a_server_group_given_whole_is_used_as_is(api, two_hosts):
 
 
 def test_an_unavailable_api_database_is_503(placement, fleet):
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
     from billeting.scheduler.api.app import make_app
     from billeting.scheduler.service.runtime import SchedulerService
     from tests.conftest import PlacementClient as WsgiClient

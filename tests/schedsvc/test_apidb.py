@@ -13,7 +13,7 @@ from billeting.apidb import migrate, tables
 from billeting.apidb.directory import SqlDirectory
 from billeting.apidb.host_reports import HostReportLoader, ReportFields
 from billeting.placement.store import migrate as placement_migrate
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.scheduler.service import hosts, metadata, topology
 from tests.conftest import _create_database
 

@@ -16,7 +16,7 @@ import pytest
 
 from billeting.apidb import migrate as api_migrate
 from billeting.placement.store import migrate as placement_migrate
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement.store.sync import sync_standard_names
 from tests.concurrency.serve import clean_environ
 

@@ -34,7 +34,7 @@ from billeting.apidb.tables import claims_in_flight
 from billeting.config import Settings
 from billeting.placement.store import migrate as placement_migrate
 from billeting.placement.store import tables as pt
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement.store.sync import sync_standard_names
 from billeting.placement_client.inprocess import InProcessPlacementClient
 from tests.concurrency.serve import clean_environ

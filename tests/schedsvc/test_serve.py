@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from billeting.apidb import migrate as api_migrate
 from billeting.placement.store import migrate as placement_migrate
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement.store.sync import sync_standard_names
 from billeting.placement_client.inprocess import InProcessPlacementClient
 from billeting.scheduler.serve import build_service, load_app

@@ -6,7 +6,7 @@ import pytest
 from billeting.config import Settings
 from billeting.placement.api.app import make_app
 from billeting.placement.store import migrate
-from billeting.placement.store.engine import make_engine
+from billeting.common.db.engine import make_engine
 from billeting.placement.store.sync import sync_standard_names
 from tests.conftest import PlacementClient, _create_database, wipe
 

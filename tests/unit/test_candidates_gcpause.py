@@ -2,7 +2,7 @@
 import gc
 import threading
 
-from billeting.placement.candidates import gcpause
+from billeting.common import gcpause
 
 
 def test_collection_stays_enabled_and_thresholds_come_back():

@@ -8,8 +8,8 @@ from sqlalchemy.exc import DBAPIError
 
 from billeting.config import Settings
 from billeting.placement.api.app import make_app
-from billeting.placement.store import outage
-from billeting.placement.store.engine import make_engine
+from billeting.common.db import outage
+from billeting.common.db.engine import make_engine
 from tests.concurrency.serve import free_port
 from tests.conftest import PlacementClient
 

@@ -97,7 +97,7 @@ def test_a_dead_pooled_connection_is_replaced_without_an_error(test_database, db
     simply run again on a fresh one."""
     from sqlalchemy import create_engine, text
 
-    from billeting.placement.store.engine import make_engine
+    from billeting.common.db.engine import make_engine
 
     if test_database.backend == "sqlite":
         pytest.skip("SQLite has no server connection to lose")

@@ -65,7 +65,7 @@ def handle_any(req, resp, exc: Exception, params) -> None:
         handle_http(req, resp, exc, params)
         return
     from billeting.messaging import BusUnavailable
-    from billeting.placement.store.outage import unavailable_reason
+    from billeting.common.db.outage import unavailable_reason
     from billeting.placement_client.client import PlacementUnavailable
 
     # Placement or the bus down: as for the database below.

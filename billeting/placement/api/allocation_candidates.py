@@ -17,7 +17,8 @@ from billeting.placement.api import query, util
 from billeting.placement.api.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
 from billeting.placement.api.schemas import queries as query_schemas
-from billeting.placement.candidates import gcpause, names
+from billeting.placement.candidates import names
+from billeting.common import gcpause
 from billeting.placement.store.tx import run_read
 
 GROUP_BASES = ("resources", "required", "member_of", "in_tree")

@@ -19,7 +19,7 @@ from billeting.config import Settings
 from billeting.placement import errors as domain
 from billeting.placement import openapi
 from billeting.placement.api import auth, microversion, negotiation
-from billeting.placement.api.context import context_from_environ
+from billeting.common.http.context import context_from_environ
 from billeting.placement.api.errors import (
     HTTPProblem,
     check_body_headers,
@@ -31,7 +31,7 @@ from billeting.placement.api.operator_endpoints import OPERATOR_PATHS, Protected
 from billeting.placement.api.policy import Authorizer
 from billeting.placement.api.request_metrics import ERROR_CODE_KEY, RouteLabels, instrument
 from billeting.placement.api.routes import load_routes
-from billeting.placement.store.outage import unavailable_reason
+from billeting.common.db.outage import unavailable_reason
 from billeting.placement.store.tx import RetriesExhausted
 
 LOG = logging.getLogger(__name__)

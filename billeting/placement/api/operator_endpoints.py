@@ -23,7 +23,7 @@ from sqlalchemy import text
 
 from billeting.placement import metrics
 from billeting.placement.api import auth
-from billeting.placement.api.context import context_from_environ
+from billeting.common.http.context import context_from_environ
 from billeting.placement.api.errors import error_document, title
 
 LOG = logging.getLogger(__name__)

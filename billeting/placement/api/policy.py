@@ -11,7 +11,7 @@ import logging
 from oslo_policy import policy as oslo_policy
 
 from billeting.common.policy import PolicyFileError, RuleEnforcer, scope_is_configurable
-from billeting.placement.api.context import RequestContext
+from billeting.common.http.context import RequestContext
 from billeting.placement.api.errors import HTTPProblem
 
 __all__ = ["Authorizer", "PolicyFileError", "describe", "scope_is_configurable", "OPERATION_RULES"]

@@ -18,7 +18,7 @@ from billeting.api.inputs import nul_at
 from billeting.api.json_depth import TOO_DEEP, too_deep
 from billeting.placement import providers
 from billeting.placement.api import fastcheck, negotiation
-from billeting.placement.api.context import RequestContext
+from billeting.common.http.context import RequestContext
 from billeting.placement.api.errors import HTTPProblem, method_not_allowed
 from billeting.placement.store.tx import run_read
 

@@ -72,7 +72,7 @@ def run_write(engine: Engine, work: Callable[[Connection], T], *, retries: int =
 def run_read(engine: Engine, work: Callable[[Connection], T]) -> T:
     """Run ``work`` in one read-only transaction that sees a single snapshot.
 
-    Writes run at READ COMMITTED (see ``store.engine``), where every
+    Writes run at READ COMMITTED (see ``billeting.common.db.engine``), where every
     statement sees what was committed when *it* started. A read of several
     statements (candidates, then their summaries; a provider, then its
     inventories) would then mix two states of the database: a provider gone

@@ -19,9 +19,9 @@ from sqlalchemy.exc import DataError, DBAPIError
 
 from billeting.api.inputs import names_nothing, plausible_id
 from billeting.placement.api import auth
-from billeting.placement.api.context import context_from_environ
+from billeting.common.http.context import context_from_environ
 from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
-from billeting.placement.store.outage import unavailable_reason
+from billeting.common.db.outage import unavailable_reason
 from billeting.placement.store.tx import RetriesExhausted
 from billeting.placement_client.client import PlacementError
 from billeting.scheduler.api import aggregates, hosts, openapi, root, selections, server_groups, topology, zones

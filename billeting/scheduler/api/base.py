@@ -8,7 +8,7 @@ import falcon
 import msgspec
 
 from billeting.placement.api import util
-from billeting.placement.api.context import RequestContext
+from billeting.common.http.context import RequestContext
 from billeting.placement.api.policy import Authorizer
 
 JSON = "application/json"

@@ -1,0 +1,1 @@
+"""Database plumbing every service shares: engines, transactions with retry, outage reasons."""

@@ -1,0 +1,1 @@
+"""HTTP plumbing every service shares: the request context."""
