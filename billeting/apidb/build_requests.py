@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Engine, delete, insert, select
 from billeting import typeinfo
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
-from billeting.placement.store.tx import run_read, run_write
+from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.nova import Flavor, Image
 
 _enc = msgspec.json.Encoder().encode

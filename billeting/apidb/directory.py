@@ -27,7 +27,7 @@ from sqlalchemy import Engine
 from billeting.apidb import generation
 from billeting.apidb import snapshot as snapshot_mod
 from billeting.apidb.snapshot import Snapshot
-from billeting.placement.store.tx import run_read
+from billeting.common.db.tx import run_read
 from billeting.scheduler.directory import CELL_LEVEL, DEFAULT_LEVELS, Domain, MemoryDirectory
 
 LOG = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
-from billeting.placement.store.tx import run_read, run_write
+from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.nova import Flavor
 
 

@@ -24,7 +24,7 @@ from sqlalchemy.exc import IntegrityError
 from billeting import typeinfo
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
-from billeting.placement.store.tx import Retry, run_read
+from billeting.common.db.tx import Retry, run_read
 from billeting.scheduler.catalog import CAPABILITY_JSON, HostReport, SupportedInstance, json_facts, json_text
 
 DOWN_AFTER_S = 60.0

@@ -8,7 +8,7 @@ from sqlalchemy import Engine, insert, select, update
 
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
-from billeting.placement.store.tx import run_read, run_write
+from billeting.common.db.tx import run_read, run_write
 
 
 class InstanceAction(msgspec.Struct, frozen=True, kw_only=True):

@@ -28,7 +28,7 @@ from sqlalchemy import Engine, select
 
 from billeting.cells import instances as inst
 from billeting.cells import tables as t
-from billeting.placement.store.tx import run_read
+from billeting.common.db.tx import run_read
 from billeting.placement_client.client import PlacementClient
 
 LOG = logging.getLogger(__name__)

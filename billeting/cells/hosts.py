@@ -18,7 +18,7 @@ from sqlalchemy import Engine, select
 from billeting.cells import tables as t
 from billeting.cells.instances import counts_by_node, utcnow
 from billeting.cells.services import COMPUTE, DEFAULT_DOWN_TIME_S, node_capabilities, service_record
-from billeting.placement.store.tx import run_read
+from billeting.common.db.tx import run_read
 from billeting.scheduler.catalog import HostReport
 
 

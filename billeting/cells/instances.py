@@ -46,7 +46,7 @@ from sqlalchemy.exc import IntegrityError
 from billeting import typeinfo
 from billeting.cells import tables as t
 from billeting.cells.messages import BuildInstance, HostNode, InstanceSpec, RequestSummary
-from billeting.placement.store.tx import run_read, run_write
+from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.nova import Flavor, Image
 from billeting.scheduler.selection import Selection
 

@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Engine
 
 from billeting.cells import instances as inst
 from billeting.cells.instances import Fault, TaskState, VmState
-from billeting.placement.store.tx import run_write
+from billeting.common.db.tx import run_write
 from billeting.scheduler.nova import Flavor
 from billeting.scheduler.selection import Selection
 

@@ -22,7 +22,7 @@ from sqlalchemy.exc import IntegrityError
 from billeting import typeinfo
 from billeting.cells import tables as t
 from billeting.cells.instances import utcnow
-from billeting.placement.store.tx import run_read, run_write
+from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.nova import Flavor
 
 MigrationType = Literal["migration", "resize", "live-migration", "evacuation"]

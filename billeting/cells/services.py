@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Engine, delete, insert, select, update
 from billeting import typeinfo
 from billeting.cells import tables as t
 from billeting.cells.instances import utcnow
-from billeting.placement.store.tx import run_read, run_write
+from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.catalog import json_facts, json_text
 
 COMPUTE = "billeting-compute"

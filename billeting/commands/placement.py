@@ -137,7 +137,7 @@ def ensure_schema(engine: Engine, target: DatabaseTarget, *, may_upgrade: bool, 
 
 def sync_names(engine: Engine, target: DatabaseTarget) -> None:
     from billeting.placement.store.sync import sync_standard_names
-    from billeting.placement.store.tx import RetriesExhausted
+    from billeting.common.db.tx import RetriesExhausted
 
     try:
         sync_standard_names(engine)

@@ -223,3 +223,23 @@ def test_tarjan_finds_rings_and_self_imports():
     assert sorted(map(tuple, strongly_connected(graph))) == [("a", "b", "c"), ("d",), ("e",), ("f",)]
     assert set(find_cycles({m: {t: ("x.py", [1]) for t in e} for m, e in graph.items()})) == {
         ("a", "b", "c"), ("d",)}
+
+
+def test_common_sits_below_every_service():
+    # Shared plumbing (database, HTTP context, GC pause, policy) imports no
+    # service, so a change inside a service cannot reach the others through it.
+    upward = [f"{module} -> {target}  ({shown}:{', '.join(map(str, lines))})"
+              for module, edges in import_graph().items() if module.startswith("billeting.common")
+              for target, (shown, lines) in edges.items()
+              if target.startswith("billeting.") and not target.startswith("billeting.common")]
+    assert not upward, upward
+
+
+def test_only_placement_counts_its_transactions():
+    # Other services run their transactions through billeting.common.db.tx;
+    # Placement's module counts retries in Placement's metrics.
+    strays = [f"{module} ({shown}:{', '.join(map(str, lines))})"
+              for module, edges in import_graph().items()
+              if not module.startswith(("billeting.placement.", "billeting.placement_client.", "billeting.commands.placement"))
+              for target, (shown, lines) in edges.items() if target == "billeting.placement.store.tx"]
+    assert not strays, strays

@@ -12,7 +12,7 @@ from billeting.api.compute.lookup import find_many
 from billeting.apidb import instance_mappings
 from billeting.apidb import server_groups as group_store
 from billeting.cells.instances import VmState
-from billeting.placement.store.tx import run_read
+from billeting.common.db.tx import run_read
 
 UNLIMITED = -1
 

@@ -8,7 +8,7 @@ from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request, not_found
 from billeting.apidb import server_groups as store
 from billeting.apidb.server_groups import StoredGroup
-from billeting.placement.store.tx import run_read
+from billeting.common.db.tx import run_read
 from billeting.scheduler.request import HOST_SCOPE
 from billeting.scheduler.service import groups
 from billeting.scheduler.service.errors import ServiceError

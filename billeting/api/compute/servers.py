@@ -22,7 +22,7 @@ from billeting.conductor.move_protocols import StoredRequestSpec
 from billeting.conductor.super_conductor import BuildPlan
 from billeting.messaging import BusUnavailable
 from billeting.placement.api.util import normalize_uuid
-from billeting.placement.store.tx import run_read, run_write
+from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.nova import BadHint, Unmodelled, domain_hints, unmodelled_keys
 from billeting.scheduler.request import Destination
 

@@ -22,7 +22,7 @@ from billeting.placement.api import auth
 from billeting.common.http.context import context_from_environ
 from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
 from billeting.common.db.outage import unavailable_reason
-from billeting.placement.store.tx import RetriesExhausted
+from billeting.common.db.tx import RetriesExhausted
 from billeting.placement_client.client import PlacementError
 from billeting.scheduler.api import aggregates, hosts, openapi, root, selections, server_groups, topology, zones
 from billeting.scheduler.api.base import Deps

@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 
 from billeting.apidb import server_groups as store
 from billeting.apidb.server_groups import StoredGroup
-from billeting.placement.store.tx import RetriesExhausted, run_read, run_write
+from billeting.common.db.tx import RetriesExhausted, run_read, run_write
 from billeting.placement_client import claims
 from billeting.placement_client.client import PlacementError
 from billeting.scheduler.core import RankedHost

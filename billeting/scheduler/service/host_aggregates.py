@@ -30,7 +30,7 @@ from billeting.apidb import snapshot as snapshot_mod
 from billeting.apidb.directory import ZONE_KEY
 from billeting.apidb.snapshot import AggregateInfo, Snapshot
 from billeting.apidb.tables import KIND_PLAIN
-from billeting.placement.store.tx import Retry, run_read, run_write
+from billeting.common.db.tx import Retry, run_read, run_write
 from billeting.scheduler.catalog import HostRecord
 from billeting.scheduler.service import sync
 from billeting.scheduler.service.errors import IN_USE, NAME_CLASH, BadRequest, Conflict, NotFound

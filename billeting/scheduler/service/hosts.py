@@ -5,7 +5,7 @@ from __future__ import annotations
 from billeting.apidb import host_reports as store
 from billeting.apidb.aggregates import utcnow
 from billeting.apidb.host_reports import ReportFields, StoredReport
-from billeting.placement.store.tx import run_read, run_write
+from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.catalog import CAPABILITY_JSON, json_text
 from billeting.scheduler.service.errors import BadRequest, NotFound
 from billeting.scheduler.service.views import HostView, iso

@@ -21,7 +21,7 @@ from billeting.apidb import snapshot as snapshot_mod
 from billeting.apidb.directory import ZONE_KEY
 from billeting.apidb.snapshot import Snapshot
 from billeting.apidb.tables import KIND_PLAIN, KIND_ZONE
-from billeting.placement.store.tx import Retry, run_read, run_write
+from billeting.common.db.tx import Retry, run_read, run_write
 from billeting.scheduler.service.errors import IN_USE, NAME_CLASH, BadRequest, Conflict, NotFound
 from billeting.scheduler.service.topology import check_name, describe
 from billeting.scheduler.service.views import AggregateView, aggregate_view

@@ -27,7 +27,7 @@ from billeting.apidb import generation
 from billeting.apidb import snapshot as snapshot_mod
 from billeting.apidb.snapshot import AggregateInfo, DomainInfo, Snapshot
 from billeting.apidb.tables import KIND_DOMAIN, KIND_ZONE
-from billeting.placement.store.tx import Retry, run_read, run_write
+from billeting.common.db.tx import Retry, run_read, run_write
 from billeting.scheduler.directory import CELL_LEVEL
 from billeting.scheduler.service import resolve, sync
 from billeting.scheduler.service.errors import (

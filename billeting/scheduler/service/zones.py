@@ -20,7 +20,7 @@ from billeting.apidb import snapshot as snapshot_mod
 from billeting.apidb.directory import ZONE_KEY
 from billeting.apidb.snapshot import AggregateInfo, Snapshot
 from billeting.apidb.tables import KIND_ZONE, ZONE_SCOPE
-from billeting.placement.store.tx import Retry, run_read, run_write
+from billeting.common.db.tx import Retry, run_read, run_write
 from billeting.scheduler.service import resolve, sync
 from billeting.scheduler.service.errors import HOST_TAKEN, IN_USE, NAME_CLASH, BadRequest, Conflict, NotFound
 from billeting.scheduler.service.topology import check_name, describe
