@@ -23,7 +23,7 @@ from sqlalchemy import (
 )
 
 # Placement's conventions: constraint names and MySQL table options.
-from billeting.placement.store.tables import MYSQL, NAMING
+from billeting.common.db.schema import MYSQL, NAMING
 
 metadata = MetaData(naming_convention=NAMING)
 

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import msgspec
 import os_resource_classes
 
-from billeting.placement.api.util import is_uuid_like, normalize_uuid
+from billeting.common.uuids import is_uuid_like, normalize_uuid
 from billeting.placement_client.model import RequestGroup
 from billeting.scheduler import nova_features
 from billeting.scheduler.directory import CELL_LEVEL, Directory

@@ -12,7 +12,7 @@ import orjson
 from billeting.api.compute.errors import bad_request
 from billeting.api.inputs import nul_at
 from billeting.api.json_depth import TOO_DEEP, too_deep
-from billeting.placement.api.util import is_uuid_like
+from billeting.common.uuids import is_uuid_like
 
 # The API database's INT columns (flavor sizes, counts) hold 32 bits on every
 # server database; Nova caps these values at the same number.

@@ -21,7 +21,7 @@ from billeting.cells import instances as inst
 from billeting.conductor.move_protocols import StoredRequestSpec
 from billeting.conductor.super_conductor import BuildPlan
 from billeting.messaging import BusUnavailable
-from billeting.placement.api.util import normalize_uuid
+from billeting.common.uuids import normalize_uuid
 from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.nova import BadHint, Unmodelled, domain_hints, unmodelled_keys
 from billeting.scheduler.request import Destination

@@ -4,7 +4,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
-import uuid as uuidlib
 from email.utils import format_datetime
 from functools import lru_cache
 from urllib.parse import parse_qsl
@@ -15,6 +14,7 @@ import orjson
 from jsonschema.exceptions import ValidationError, best_match
 
 from billeting.api.inputs import nul_at
+from billeting.common.uuids import is_uuid_like, normalize_uuid  # noqa: F401 - re-exported to Placement's modules
 from billeting.api.json_depth import TOO_DEEP, too_deep
 from billeting.placement import providers
 from billeting.placement.api import fastcheck, negotiation
@@ -48,27 +48,7 @@ def authorize(req: falcon.Request, rule: str, target: dict | None = None) -> Non
     req.context.deps.authorizer.authorize(req.context.auth, rule, target)
 
 
-# --- UUIDs ----------------------------------------------------------------
-
-def is_uuid_like(value: object) -> bool:
-    """What ``uuid.UUID()`` parses to exactly the same hex digits once
-    ``urn:``, ``uuid:``, braces and dashes are removed, in any case: so
-    dash-less and upper-case forms pass, but not surrounding blanks or
-    underscores (which ``UUID()`` alone would let through). Upstream's rule."""
-    if not isinstance(value, str):
-        return False
-    try:
-        parsed = uuidlib.UUID(value)
-    except ValueError:
-        return False
-    bare = value.replace("urn:", "").replace("uuid:", "").strip("{}").replace("-", "").lower()
-    return parsed.hex == bare
-
-
-def normalize_uuid(value: str) -> str:
-    """The canonical (lower-case, dashed) form of a UUID-like string."""
-    return str(uuidlib.UUID(value))
-
+# --- UUIDs (the rule itself: billeting.common.uuids) -----------------------
 
 _FORMATS = jsonschema.FormatChecker(formats=())
 

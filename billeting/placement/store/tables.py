@@ -22,13 +22,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-NAMING = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+from billeting.common.db.schema import MYSQL, NAMING
 
 metadata = MetaData(naming_convention=NAMING)
 

@@ -1,6 +1,7 @@
 """``/aggregates``: metadata on aggregates (tenant isolation, weigher multipliers)."""
 from __future__ import annotations
 
+from billeting.common import uuids
 from billeting.placement.api import util
 from billeting.placement.api.errors import HTTPProblem
 from billeting.scheduler.api import schemas
@@ -9,9 +10,9 @@ from billeting.scheduler.service import metadata
 
 
 def _uuid(value: str) -> str:
-    if not util.is_uuid_like(value):
+    if not uuids.is_uuid_like(value):
         raise HTTPProblem(404, f"not an aggregate uuid: {value}")
-    return util.normalize_uuid(value)
+    return uuids.normalize_uuid(value)
 
 
 class Aggregates(Resource):

@@ -16,6 +16,7 @@ import functools
 import msgspec
 
 from billeting import typeinfo
+from billeting.common import uuids
 from billeting.placement.api import util
 from billeting.placement.api.errors import HTTPProblem
 from billeting.scheduler import metrics, nova
@@ -47,7 +48,7 @@ class Selections(Resource):
         request, group = (from_nova(data, service.directory) if nova_form else from_typed(data))
         request = canonical_uuids(request)
         check_domains(request, service.directory)
-        group = util.normalize_uuid(group) if group is not None else None
+        group = uuids.normalize_uuid(group) if group is not None else None
         if dry_run:
             ranked = service.dry_run(request, group=group)
             send(resp, {"hosts": ranked})
@@ -71,7 +72,7 @@ def canonical_uuids(request: ScheduleRequest) -> ScheduleRequest:
     dashes or braces (as Nova does), but Placement keeps a consumer as
     written: "ABC…" and "abc…" were two consumers, so one instance could be
     claimed twice, and a hint or group member written so matched nothing."""
-    one = util.normalize_uuid
+    one = uuids.normalize_uuid
 
     def many(uuids) -> tuple[str, ...]:
         return tuple(one(u) for u in uuids)
