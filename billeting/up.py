@@ -43,11 +43,6 @@ LOG = logging.getLogger("billeting")
 _STATE_FILE = re.compile(rf"^((placement|api|cell\d+)\.sqlite(-wal|-shm|-journal)?|{re.escape(LOCK_NAME)})$")
 _STATE_DIRS = frozenset({"identity"})   # billeting.identity.layout.DIRECTORY
 
-# What the auth layer lets through without a token: the version documents
-# (clients read them before they authenticate) and the metrics scrape.
-_COMPUTE_OPEN = frozenset({"", "/", "/v2.1", "/v2.1/", "/v2", "/v2/", "/metrics"})
-_IMAGE_OPEN = frozenset({"", "/", "/v2", "/v2/"})
-
 
 def add_parser(commands) -> None:
     p = commands.add_parser("up", help="run Placement, scheduler, compute API, conductors and fake computes in "
@@ -216,11 +211,11 @@ class AllInOne:
         if keystone is None:
             scheduler = scheduler_app(plane.scheduler)
         else:
-            from billeting.identity.middleware import keystone_protected
+            from billeting.identity.middleware import COMPUTE_OPEN, IMAGE_OPEN, keystone_protected
 
             authtoken = str(self.identity.authtoken_conf)
-            compute = keystone_protected(compute, authtoken, _COMPUTE_OPEN)
-            image = keystone_protected(image, authtoken, _IMAGE_OPEN)
+            compute = keystone_protected(compute, authtoken, COMPUTE_OPEN)
+            image = keystone_protected(image, authtoken, IMAGE_OPEN)
             scheduler = scheduler_app(plane.scheduler, auth_strategy="keystone", config_file=authtoken)
             urls["identity"] = keystone.wait_ready(cancelled or threading.Event())
         apps = {"compute API": (compute, nova_errors), "image": (image, image_errors),
@@ -245,7 +240,7 @@ class AllInOne:
 
         a = self.args
         ports = dict(service_ports(a))
-        self.identity = layout = IdentityLayout.new(state, a.host, ports["identity"], a.admin_password)
+        self.identity = layout = IdentityLayout.new(state, a.host, ports["identity"], getattr(a, "admin_password", None))
         layout.write()
         public = layout.public_host
         keystone = KeystoneProcess(layout, Endpoints(compute=f"http://{public}:{ports['compute API']}/v2.1",

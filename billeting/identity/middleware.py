@@ -8,6 +8,11 @@ Glance: clients read them before they have a token.
 """
 from __future__ import annotations
 
+# What each API lets through without a token: its version documents and,
+# for the compute API, the metrics scrape (scrapers carry no token).
+COMPUTE_OPEN = frozenset({"", "/", "/v2.1", "/v2.1/", "/v2", "/v2/", "/metrics"})
+IMAGE_OPEN = frozenset({"", "/", "/v2", "/v2/"})
+
 
 def keystone_protected(app, config_file: str, open_paths: frozenset[str]):
     from keystonemiddleware import auth_token

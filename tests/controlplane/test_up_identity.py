@@ -93,3 +93,60 @@ def test_an_earlier_runs_identity_directory_does_not_make_the_state_dir_foreign(
     assert up.state_dir_problem(str(tmp_path)) is None
     (tmp_path / "notes").mkdir()
     assert "holds files billeting up did not make (notes)" in up.state_dir_problem(str(tmp_path))
+
+
+AUTHTOKEN = """\
+[keystone_authtoken]
+www_authenticate_uri = http://keystone.invalid:5000/v3
+auth_url = http://keystone.invalid:5000/v3
+auth_type = password
+username = nova
+password = secret
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+"""
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_keystone_protected_opens_only_the_version_documents(tmp_path, monkeypatch):
+    from keystonemiddleware import auth_token
+
+    from billeting.identity.middleware import COMPUTE_OPEN, keystone_protected
+
+    conf = tmp_path / "authtoken.conf"
+    conf.write_text(AUTHTOKEN)
+    seen: list[dict] = []
+
+    def app(environ, start_response):
+        seen.append({k: v for k, v in environ.items() if k.startswith("HTTP_X_")})
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok"]
+
+    def fetch_token(self, token, **kwargs):
+        if token != "good":
+            raise auth_token.InvalidToken("Token authorization failed")
+        from tests.api.test_auth_policy_cors import v3_token
+        return v3_token("alice", ["member", "reader"], project="p1")
+
+    monkeypatch.setattr(auth_token.AuthProtocol, "fetch_token", fetch_token)
+    client = falcon.testing.TestClient(keystone_protected(app, str(conf), COMPUTE_OPEN))
+    for path in ("/", "/v2.1", "/v2.1/", "/metrics"):
+        assert client.simulate_get(path).status_code == 200, path
+    assert client.simulate_get("/v2.1/servers").status_code == 401
+    assert client.simulate_get("/v2.1/servers", headers={"X-Auth-Token": "admin"}).status_code == 401
+    seen.clear()
+    ok = client.simulate_get("/v2.1/servers", headers={"X-Auth-Token": "good", "X-Roles": "admin",
+                                                       "X-User-Id": "root"})
+    assert ok.status_code == 200
+    # what the app sees is Keystone's word, not the client's
+    assert seen[0]["HTTP_X_ROLES"] == "member,reader" and seen[0]["HTTP_X_PROJECT_ID"] == "p1"
+    assert seen[0]["HTTP_X_USER_ID"] == "alice-id"
+
+
+def test_compute_api_serve_with_keystone_needs_a_config_file(capsys, monkeypatch):
+    from billeting.cli import main
+
+    monkeypatch.delenv("BILLETING_CONFIG_FILE", raising=False)
+    assert main(["compute-api", "serve", "--auth", "keystone"]) == 2
+    assert "--auth keystone reads [keystone_authtoken] from the config file" in capsys.readouterr().err
