@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import uuid
 import warnings
 
@@ -128,9 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     from billeting.serving.in_thread import ThreadedServer
     from billeting.serving.options import ServeOptions
 
+    began = time.monotonic()
     _configure(args.config_file)
+    configured = time.monotonic()
     _bootstrap(args, password)
-    server = ThreadedServer(_application(), ServeOptions(host=args.host, port=args.port, threads=8,
+    bootstrapped = time.monotonic()
+    app = _application()
+    # One line in keystone.log: where a slow first start went.
+    print(f"keystone: configured in {configured - began:.1f} s, bootstrapped in {bootstrapped - configured:.1f} s, "
+          f"app built in {time.monotonic() - bootstrapped:.1f} s", file=sys.stderr, flush=True)
+    server = ThreadedServer(app, ServeOptions(host=args.host, port=args.port, threads=8,
                                                          graceful_timeout=2.0, process_name="up-identity",
                                                          render_error=render_error))
     done = threading.Event()
