@@ -98,6 +98,12 @@ class AllInOne:
 
     def start(self, cancelled: threading.Event | None = None) -> dict[str, str]:
         """Start everything; ``cancelled`` (set by SIGTERM/SIGINT) cuts short the wait for Keystone."""
+        a = self.args
+        state = state_dir(a)
+        empty_state_dir(state)
+        # Keystone first: its child imports and bootstraps while this process imports the rest.
+        keystone = self._start_keystone(state) if auth_strategy(a) == "keystone" else None
+
         from billeting.api.compute.plane import ControlPlane
         from billeting.apidb import cell_mappings, images
         from billeting.apidb import migrate as api_migrate
@@ -118,11 +124,7 @@ class AllInOne:
         from billeting.placement_client.inprocess import InProcessPlacementClient
         from billeting.scheduler.api.app import make_app as scheduler_app
 
-        a = self.args
-        state = state_dir(a)
-        empty_state_dir(state)
         run = uuidlib.uuid4().hex[:8]
-        keystone = self._start_keystone(state) if auth_strategy(a) == "keystone" else None
 
         placement_url = f"sqlite:///{state / 'placement.sqlite'}"
         placement_engine = make_engine(placement_url, pool_size=20)
