@@ -213,7 +213,7 @@ class AllInOne:
         if keystone is None:
             scheduler = scheduler_app(plane.scheduler)
         else:
-            from billeting.identity.middleware import COMPUTE_OPEN, IMAGE_OPEN, keystone_protected
+            from billeting.common.keystone_auth import COMPUTE_OPEN, IMAGE_OPEN, keystone_protected
 
             authtoken = str(self.identity.authtoken_conf)
             compute = keystone_protected(compute, authtoken, COMPUTE_OPEN)

@@ -112,7 +112,7 @@ project_domain_name = Default
 def test_keystone_protected_opens_only_the_version_documents(tmp_path, monkeypatch):
     from keystonemiddleware import auth_token
 
-    from billeting.identity.middleware import COMPUTE_OPEN, keystone_protected
+    from billeting.common.keystone_auth import COMPUTE_OPEN, keystone_protected
 
     conf = tmp_path / "authtoken.conf"
     conf.write_text(AUTHTOKEN)
@@ -144,9 +144,13 @@ def test_keystone_protected_opens_only_the_version_documents(tmp_path, monkeypat
     assert seen[0]["HTTP_X_USER_ID"] == "alice-id"
 
 
-def test_compute_api_serve_with_keystone_needs_a_config_file(capsys, monkeypatch):
+def test_compute_api_serve_with_keystone_needs_its_section(tmp_path, capsys, monkeypatch):
     from billeting.cli import main
 
     monkeypatch.delenv("BILLETING_CONFIG_FILE", raising=False)
     assert main(["compute-api", "serve", "--auth", "keystone"]) == 2
-    assert "--auth keystone reads [keystone_authtoken] from the config file" in capsys.readouterr().err
+    assert "--auth keystone needs --config-file with a [keystone_authtoken] section" in capsys.readouterr().err
+    conf = tmp_path / "billeting.conf"
+    conf.write_text("[conductor]\nbuild_attempts = 2\n")
+    assert main(["compute-api", "serve", "--auth", "keystone", "--config-file", str(conf)]) == 2
+    assert "has no [keystone_authtoken] section" in capsys.readouterr().err

@@ -181,7 +181,7 @@ def load_app(args):
                          build_attempts=args.build_attempts, serve_conductor=args.conductor == "local",
                          policy_file=args.policy_file)
     if args.auth == "keystone":
-        from billeting.identity.middleware import COMPUTE_OPEN, keystone_protected
+        from billeting.common.keystone_auth import COMPUTE_OPEN, keystone_protected
 
         return keystone_protected(plane.app(), _config_file(args), COMPUTE_OPEN)
     return plane.app()
@@ -211,8 +211,8 @@ def cmd_serve(args) -> int:
         raise cli_common.UsageError(f"--log-level {args.log_level}: expected DEBUG, INFO, WARNING or ERROR")
     if not 1 <= args.port <= 65535:
         raise cli_common.UsageError(f"--port must be between 1 and 65535, not {args.port}")
-    if args.auth == "keystone" and not _config_file(args):
-        raise cli_common.UsageError("--auth keystone reads [keystone_authtoken] from the config file: give --config-file")
+    if args.auth == "keystone":  # a missing file or section is a usage error, before any worker starts
+        cli_common.check_keystone_config(argparse.Namespace(config_file=_config_file(args)))
     if args.conductor == "remote" and not args.transport_url:
         raise cli_common.UsageError("--conductor remote casts to super conductors on the API bus: give --transport-url")
     try:

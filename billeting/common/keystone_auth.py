@@ -1,4 +1,4 @@
-"""keystonemiddleware in front of a service of the all-in-one.
+"""keystonemiddleware in front of a service (the all-in-one's, `compute-api serve --auth keystone`).
 
 The same ``auth_token`` layer production runs, reading its
 ``[keystone_authtoken]`` section from the file given through a private
