@@ -147,3 +147,29 @@ def test_a_killed_billeting_up_leaves_no_keystone_behind(up):
     up.proc.kill()
     up.proc.wait()
     assert _wait_closed(up.base + 1), "Keystone outlived a SIGKILLed billeting up"
+
+
+def test_sigterm_while_keystone_bootstraps_stops_both_at_once(tmp_path):
+    """SIGTERM between Keystone's launch and its answer: billeting up stops
+    waiting for it, stops what it started and exits; Keystone goes too."""
+    base = _free_base()
+    state = tmp_path / "state"
+    proc = subprocess.Popen([str(BIN / "billeting"), "up", "--cells", "1", "--computes", "1", "--port-base",
+                             str(base), "--state-dir", str(state), "--auth", "keystone"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        log = state / "identity" / "keystone.log"
+        deadline = time.monotonic() + 60
+        while not log.exists() and time.monotonic() < deadline:  # the child is launched
+            time.sleep(0.05)
+        assert log.exists()
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert "ready" not in out
+    assert proc.returncode == 1 and "stopped before Keystone answered" in out, out
+    assert _wait_closed(base + 1), "Keystone outlived billeting up"
+    assert not _listening(base), "the compute API was started after all"
