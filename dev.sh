@@ -5,8 +5,9 @@
 #   ./dev.sh test  [pytest args]             install if needed, then run pytest once per backend
 #   ./dev.sh serve [billeting serve flags]   install if needed, then serve the Placement API alone
 #
-# Installation: .venv is created when missing. `up` and `serve` install what
-# running Billeting needs; `test` adds the test extras. uv does the install when
+# Installation: .venv is created when missing. `up` installs what running
+# Billeting needs plus Keystone (the identity extra, for the openstack CLI);
+# `serve` only the former; `test` adds the test extras. uv does the install when
 # it is on PATH or can be fetched into .venv (seconds with a warm cache), pip
 # otherwise (BILLETING_INSTALLER=pip forces pip). A checksum of pyproject.toml per
 # extras set (.venv/.billeting-<set>.sha256) keeps a second run from installing
@@ -53,7 +54,7 @@ find_uv() {
     fi
 }
 
-# ensure_venv SET: billeting installed with the extras SET ("run" = none, "test").
+# ensure_venv SET: billeting installed with the extras SET ("run" = none, "identity", "test").
 ensure_venv() {
     local set=$1 spec=. python
     [ "$set" = run ] || spec=".[$set]"
@@ -64,8 +65,10 @@ ensure_venv() {
     fi
     local want stamp
     want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-    # the test set holds everything the run set does
-    for stamp in "$VENV/.billeting-$set.sha256" "$VENV/.billeting-test.sha256"; do
+    # the test set holds everything the others do, identity what run does
+    local stamps=("$VENV/.billeting-$set.sha256" "$VENV/.billeting-test.sha256")
+    [ "$set" = run ] && stamps+=("$VENV/.billeting-identity.sha256")
+    for stamp in "${stamps[@]}"; do
         if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
             return 0
         fi
@@ -166,7 +169,7 @@ command=${1:-}
 [ $# -gt 0 ] && shift
 case $command in
 up)
-    ensure_venv run
+    ensure_venv identity
     exec "$VENV/bin/billeting" up "$@"
     ;;
 serve)

@@ -47,7 +47,11 @@ def register(commands) -> None:
                        help="local: this process serves the super conductor topic; remote: separate "
                             "'billeting super-conductor' processes do (needs --transport-url)")
     serve.add_argument("--config-file", metavar="PATH", default=None,
-                       help="INI file for [conductor] build_attempts (default $BILLETING_CONFIG_FILE)")
+                       help="INI file for [conductor] build_attempts and, with --auth keystone, "
+                            "[keystone_authtoken] (default $BILLETING_CONFIG_FILE)")
+    serve.add_argument("--auth", choices=("noauth2", "keystone"), default="noauth2",
+                       help="noauth2 (default): test-only tokens; keystone: keystonemiddleware validates "
+                            "tokens with the Keystone named in the config file's [keystone_authtoken]")
     serve.add_argument("--policy-file", metavar="PATH", default=None,
                        help="oslo.policy YAML/JSON file overriding the compute API's rules by name "
                             "(os_compute_api:servers:delete, ...)")
@@ -176,7 +180,15 @@ def load_app(args):
                          api_bus=Bus(args.transport_url) if args.transport_url else None,
                          build_attempts=args.build_attempts, serve_conductor=args.conductor == "local",
                          policy_file=args.policy_file)
+    if args.auth == "keystone":
+        from billeting.common.keystone_auth import COMPUTE_OPEN, keystone_protected
+
+        return keystone_protected(plane.app(), _config_file(args), COMPUTE_OPEN)
     return plane.app()
+
+
+def _config_file(args) -> str | None:
+    return args.config_file or os.environ.get("BILLETING_CONFIG_FILE")
 
 
 def _check_policy_file(path: str | None) -> None:
@@ -199,6 +211,8 @@ def cmd_serve(args) -> int:
         raise common.UsageError(f"--log-level {args.log_level}: expected DEBUG, INFO, WARNING or ERROR")
     if not 1 <= args.port <= 65535:
         raise common.UsageError(f"--port must be between 1 and 65535, not {args.port}")
+    if args.auth == "keystone":  # a missing file or section is a usage error, before any worker starts
+        common.check_keystone_config(argparse.Namespace(config_file=_config_file(args)))
     if args.conductor == "remote" and not args.transport_url:
         raise common.UsageError("--conductor remote casts to super conductors on the API bus: give --transport-url")
     try:

@@ -7,22 +7,33 @@ conductor per cell and fake computes, on embedded SQLite files in a state
 directory (emptied at start, locked while it runs) and ``memory://`` buses:
 one API bus, one per cell. Each cell's services get only their cell's database and bus
 (``cells.wiring``). HTTP is served by threaded WSGI servers in this process:
-compute API on the port base, Placement on base+4, scheduler on base+5.
+compute API on the port base, the image catalog on base+2, Placement on
+base+4, scheduler on base+5.
+
+Identity: with the ``keystone`` package installed (``billeting[identity]``)
+a real Keystone runs beside them on base+1 (a child process,
+``billeting.identity``), every API is behind keystonemiddleware and a
+``clouds.yaml`` for the ``openstack`` CLI is written to the state directory;
+``--auth noauth2`` (the default without Keystone) keeps the test-only tokens.
 Ctrl-C or SIGTERM stops everything.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import re
 import shutil
 import signal
+import textwrap
 import threading
 import uuid as uuidlib
 from pathlib import Path
 
 from billeting.commands import common
 from billeting.config import LOG_LEVELS
+from billeting.identity.layout import CLOUD_NAME
+from billeting.identity.process import IdentityFailed
 from billeting.state_lock import LOCK_NAME, StateDirBusy, StateLock
 
 LOG = logging.getLogger("billeting")
@@ -30,6 +41,7 @@ LOG = logging.getLogger("billeting")
 # What ``start`` writes into the state directory (SQLite adds -wal/-shm/-journal),
 # and the lock file that keeps a second ``billeting up`` out of it.
 _STATE_FILE = re.compile(rf"^((placement|api|cell\d+)\.sqlite(-wal|-shm|-journal)?|{re.escape(LOCK_NAME)})$")
+_STATE_DIRS = frozenset({"identity"})   # billeting.identity.layout.DIRECTORY
 
 
 def register(commands) -> None:
@@ -38,7 +50,15 @@ def register(commands) -> None:
     p.add_argument("--cells", type=int, default=2, help="cells with computes (default 2)")
     p.add_argument("--computes", type=int, default=20, help="fake compute hosts, spread over the cells (default 20)")
     p.add_argument("--port-base", type=int, default=8774,
-                   help="compute API port; Placement on +4, scheduler on +5 (default 8774)")
+                   help="compute API port; Keystone on +1, the image catalog on +2, Placement on +4, "
+                        "scheduler on +5 (default 8774)")
+    p.add_argument("--auth", choices=("keystone", "noauth2"), default=None,
+                   help="keystone: a Keystone on base+1 and keystonemiddleware in front of every API (the "
+                        "default when the keystone package is installed: pip install 'billeting[identity]'); "
+                        "noauth2: test-only tokens ('X-Auth-Token: admin'), the default without it")
+    p.add_argument("--admin-password", default=None,
+                   help="the Keystone admin's password (default: a new random one at each start, written to "
+                        "the clouds.yaml in the state directory)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--state-dir", default=None,
                    help="where the SQLite files go (default: the per-user state directory); emptied at start, "
@@ -74,8 +94,16 @@ class AllInOne:
         # of one after another, each waiting out a bus drain or a periodic task.
         self.stop_requests: list = []
         self.scheduler_settings = scheduler_settings(getattr(args, "scheduler_config", None))
+        self.identity = None  # the IdentityLayout, with --auth keystone
 
-    def start(self) -> dict[str, str]:
+    def start(self, cancelled: threading.Event | None = None) -> dict[str, str]:
+        """Start everything; ``cancelled`` (set by SIGTERM/SIGINT) cuts short the wait for Keystone."""
+        a = self.args
+        state = state_dir(a)
+        empty_state_dir(state)
+        # Keystone first: its child imports and bootstraps while this process imports the rest.
+        keystone = self._start_keystone(state) if auth_strategy(a) == "keystone" else None
+
         from billeting.api.compute.plane import ControlPlane
         from billeting.apidb import cell_mappings, images
         from billeting.apidb import migrate as api_migrate
@@ -96,17 +124,20 @@ class AllInOne:
         from billeting.placement_client.inprocess import InProcessPlacementClient
         from billeting.scheduler.api.app import make_app as scheduler_app
 
-        a = self.args
-        state = state_dir(a)
-        empty_state_dir(state)
         run = uuidlib.uuid4().hex[:8]
 
         placement_url = f"sqlite:///{state / 'placement.sqlite'}"
         placement_engine = make_engine(placement_url, pool_size=20)
         placement_migrate.upgrade(placement_engine)
         sync_standard_names(placement_engine)
+        # The in-process client (computes, scheduler) is inside the trust boundary: noauth2.
         settings = Settings(db=placement_url, auth="noauth2")
         client = InProcessPlacementClient(placement_engine, settings)
+        served = settings
+        if keystone is not None:
+            # Keystone's admin is project-scoped, as the openstack CLI's default token is.
+            served = dataclasses.replace(settings, auth="keystone", config_file=str(self.identity.authtoken_conf),
+                                         enforce_scope=False)
 
         api_engine = make_engine(f"sqlite:///{state / 'api.sqlite'}", pool_size=20)
         api_migrate.upgrade(api_engine)
@@ -168,6 +199,8 @@ class AllInOne:
         from billeting.scheduler.service.runtime import SchedulerService  # noqa: F401 - the plane's
 
         from billeting.api.compute.errors import render_server_error as nova_errors
+        from billeting.api.image.app import make_app as image_app
+        from billeting.api.image.app import render_server_error as image_errors
         from billeting.placement.serve import render_server_error as placement_errors
         from billeting.scheduler.serve import render_server_error as scheduler_errors
         from billeting.serving.in_thread import ThreadedServer
@@ -176,10 +209,23 @@ class AllInOne:
         # The same event-loop front as `billeting serve` (timeouts, size
         # limits, errors in each service's format), in threads of this process.
         urls = {}
-        apps = {"compute API": (plane.app(), nova_errors),
-                "Placement": (placement_app(settings, placement_engine), placement_errors),
-                "scheduler": (scheduler_app(plane.scheduler), scheduler_errors)}
+        compute, image = plane.app(), image_app(api_engine)
+        if keystone is None:
+            scheduler = scheduler_app(plane.scheduler)
+        else:
+            from billeting.common.keystone_auth import COMPUTE_OPEN, IMAGE_OPEN, keystone_protected
+
+            authtoken = str(self.identity.authtoken_conf)
+            compute = keystone_protected(compute, authtoken, COMPUTE_OPEN)
+            image = keystone_protected(image, authtoken, IMAGE_OPEN)
+            scheduler = scheduler_app(plane.scheduler, auth_strategy="keystone", config_file=authtoken)
+            urls["identity"] = keystone.wait_ready(cancelled or threading.Event())
+        apps = {"compute API": (compute, nova_errors), "image": (image, image_errors),
+                "Placement": (placement_app(served, placement_engine), placement_errors),
+                "scheduler": (scheduler, scheduler_errors)}
         for label, port in service_ports(a):
+            if label == "identity":
+                continue  # Keystone's own process listens there
             app, errors = apps[label]
             server = ThreadedServer(app, ServeOptions(host=a.host, port=port, threads=8, graceful_timeout=5.0,
                                                       process_name=f"up-{label.split()[0].lower()}",
@@ -188,6 +234,22 @@ class AllInOne:
             urls[label] = server.url
         urls["state"] = str(state)
         return urls
+
+    def _start_keystone(self, state: Path):
+        """Launch Keystone (it bootstraps while the rest starts; ``start`` waits for it last)."""
+        from billeting.identity.layout import Endpoints, IdentityLayout
+        from billeting.identity.process import KeystoneProcess
+
+        a = self.args
+        ports = dict(service_ports(a))
+        self.identity = layout = IdentityLayout.new(state, a.host, ports["identity"], getattr(a, "admin_password", None))
+        layout.write()
+        public = layout.public_host
+        keystone = KeystoneProcess(layout, Endpoints(compute=f"http://{public}:{ports['compute API']}/v2.1",
+                                                     placement=f"http://{public}:{ports['Placement']}",
+                                                     image=f"http://{public}:{ports['image']}"))
+        self.stops.append(keystone.stop)
+        return keystone
 
     def stop(self) -> None:
         for stop in self.stop_requests + self.stops:
@@ -198,7 +260,25 @@ class AllInOne:
 
 
 def service_ports(a: argparse.Namespace) -> list[tuple[str, int]]:
-    return [("compute API", a.port_base), ("Placement", a.port_base + 4), ("scheduler", a.port_base + 5)]
+    ports = [("compute API", a.port_base), ("image", a.port_base + 2), ("Placement", a.port_base + 4),
+             ("scheduler", a.port_base + 5)]
+    if auth_strategy(a) == "keystone":
+        ports.insert(1, ("identity", a.port_base + 1))
+    return ports
+
+
+def keystone_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("keystone") is not None
+
+
+def auth_strategy(a: argparse.Namespace) -> str:
+    """``--auth`` as given, else keystone when the package is there."""
+    chosen = getattr(a, "auth", None)
+    if chosen is None:
+        chosen = a.auth = "keystone" if keystone_installed() else "noauth2"
+    return chosen
 
 
 def busy_port(a: argparse.Namespace) -> str | None:
@@ -240,7 +320,11 @@ def usage_problem(a: argparse.Namespace) -> str | None:
               (0 <= a.failure_rate <= 1, "--failure-rate must be between 0 and 1"),
               (1 <= a.port_base <= 65535 - 5, "--port-base must be between 1 and 65530 (it uses N to N+5)"),
               (a.log_level.upper() in LOG_LEVELS,
-               "--log-level must be DEBUG, INFO, WARNING or ERROR")]
+               "--log-level must be DEBUG, INFO, WARNING or ERROR"),
+              (getattr(a, "auth", None) != "keystone" or keystone_installed(),
+               "--auth keystone needs the keystone package: pip install 'billeting[identity]'"),
+              (getattr(a, "admin_password", None) != "",
+               "--admin-password must not be empty")]
     return next((text for ok, text in checks if not ok), None) or state_dir_problem(a.state_dir)
 
 
@@ -255,7 +339,8 @@ def state_dir_problem(state_dir: str | None) -> str | None:
     if not path.exists():
         return None
     foreign = sorted(entry.name for entry in path.iterdir()
-                     if not (entry.is_file() and _STATE_FILE.match(entry.name)))
+                     if not (entry.is_file() and _STATE_FILE.match(entry.name))
+                     and not (entry.is_dir() and not entry.is_symlink() and entry.name in _STATE_DIRS))
     if foreign:
         return (f"--state-dir {state_dir} holds files billeting up did not make ({', '.join(foreign[:3])}"
                 f"{', ...' if len(foreign) > 3 else ''}) and would be emptied: give a new or empty directory")
@@ -290,16 +375,31 @@ def cmd_up(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
     try:
-        urls = everything.start()
-    except (ValueError, OSError) as exc:
+        urls = everything.start(done)
+    except (ValueError, OSError, IdentityFailed) as exc:
         everything.stop()
         lock.release()
         raise common.CliError(f"billeting up: {exc}") from None
-    print(f"compute API  {urls['compute API']}/v2.1   (X-Auth-Token: admin)", flush=True)
+    keystone = everything.identity
+    token_note = "" if keystone else "   (X-Auth-Token: admin)"
+    print(f"compute API  {urls['compute API']}/v2.1{token_note}", flush=True)
+    if keystone:
+        print(f"identity     {keystone.auth_url}   (Keystone; user admin, project admin)", flush=True)
+    print(f"image        {urls['image']}/v2", flush=True)
     print(f"Placement    {urls['Placement']}", flush=True)
     print(f"scheduler    {urls['scheduler']}", flush=True)
     print(f"cells        {args.cells} (+ cell0), {args.computes} fake computes; state in {urls['state']}",
           flush=True)
+    if keystone:
+        print(f"clouds.yaml  {keystone.clouds_yaml}; for the openstack CLI:", flush=True)
+        print(f"  export OS_CLIENT_CONFIG_FILE={keystone.clouds_yaml} OS_CLOUD={CLOUD_NAME}", flush=True)
+        print("  openstack server list", flush=True)
+        print("or add this entry to ~/.config/openstack/clouds.yaml (its password is new at each start "
+              "unless --admin-password pins it):", flush=True)
+        print(textwrap.indent(keystone.clouds_yaml_text(), "  "), end="", flush=True)
+    else:
+        print("identity     none (--auth noauth2); pip install 'billeting[identity]' for Keystone and the "
+              "openstack CLI", flush=True)
     print("ready; Ctrl-C stops", flush=True)
     done.wait()
     print("stopping", flush=True)

@@ -21,7 +21,7 @@ def _free_base() -> int:
             base = s.getsockname()[1]
         if base < 60000:
             ok = True
-            for off in (0, 4, 5):
+            for off in range(6):  # compute API, Keystone, image, (unused), Placement, scheduler
                 with socket.socket() as s:
                     try:
                         s.bind(("127.0.0.1", base + off))
@@ -35,7 +35,9 @@ def _free_base() -> int:
 def up(tmp_path):
     base = _free_base()
     proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "billeting"), "up", "--cells", "2", "--computes", "4",
-                             "--port-base", str(base), "--state-dir", str(tmp_path / "state")],
+                             "--port-base", str(base), "--state-dir", str(tmp_path / "state"),
+                             # the noauth2 tokens these tests send (tests/controlplane/test_openstack_cli.py: Keystone)
+                             "--auth", "noauth2"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     lines = []

@@ -110,8 +110,9 @@ def _walkthrough(out: str, tmp_path: Path) -> None:
 
 
 def _tour(out: str, tmp_path: Path) -> None:
-    landed = re.findall(r"^web\d ACTIVE on (compute\d+)$", out, re.M)
+    landed = re.findall(r"^\| web\d \| ACTIVE \| (compute\d+) \|$", out, re.M)   # openstack server list
     assert len(landed) == 3 and len(set(landed)) == 3, out  # anti-affinity: three hosts
+    assert re.search(r"^20$", out, re.M) and "20 hypervisors" in out, out  # osc-placement, openstacksdk
     ranked = re.findall(r"^compute\d+ [0-9.]+ \{'RAMWeigher'", out, re.M)
     assert len(ranked) == 3, out
     assert re.search(r"^409 billeting\.no_valid_host$", out, re.M), out
