@@ -92,12 +92,12 @@ class LifecycleTasks:
     # --- power ---------------------------------------------------------------------------
 
     def stop(self, instance_uuid: str) -> None:
-        cell, record = self._locate(instance_uuid)
+        cell, _ = self._locate(instance_uuid)
         if not states.stop(cell.engine, instance_uuid):
             raise conflict("stop", self._again(cell, instance_uuid))
 
     def start(self, instance_uuid: str) -> None:
-        cell, record = self._locate(instance_uuid)
+        cell, _ = self._locate(instance_uuid)
         if not states.start(cell.engine, instance_uuid):
             raise conflict("start", self._again(cell, instance_uuid))
 
@@ -192,8 +192,9 @@ class LifecycleTasks:
         except NoValidHost as exc:
             why = exc.explanation.message
             if host is None and any(f.filter == "DestinationFilter" for f in exc.explanation.filters):
-                why += f" An unshelved server stays in its cell ({cell.name})."
-            raise MoveRefused(f"No valid host was found. {why}", status=400) from None
+                why += f" An unshelved server stays in its cell ({cell.name}): other cells' hosts cannot take it."
+            raise MoveRefused(why if why.startswith("No valid host was found") else f"No valid host was found. {why}",
+                              status=400) from None
         except SchedulerError as exc:
             raise MoveRefused(exc.message, status=400 if exc.status == 400 else 409) from None
         except PlacementError as exc:

@@ -13,8 +13,11 @@ service its own process on PostgreSQL and RabbitMQ (see ``deploy.py``).
 """
 from __future__ import annotations
 
+import functools
+
 import pytest
 
+from tests.e2e import deploy
 from tests.e2e.deploy import Deployment
 from tests.e2e.test_distributed import allocations, create_flavor, provider_names, server
 
@@ -22,6 +25,16 @@ pytestmark = pytest.mark.slow
 
 CELLS = {"cell1": tuple(f"c1-host{i}" for i in range(1, 6)), "cell2": tuple(f"c2-host{i}" for i in range(1, 6))}
 SMALL = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+
+
+@pytest.fixture(autouse=True)
+def patient_start(monkeypatch):
+    """A dozen interpreters starting at once on a small, busy machine take
+    longer than the one-minute waits of ``deploy``: wait up to four."""
+    monkeypatch.setattr(deploy, "wait_http", functools.partial(deploy.wait_http, timeout=240.0))
+    waited = deploy.Proc.wait_for_line
+    monkeypatch.setattr(deploy.Proc, "wait_for_line",
+                        lambda self, text, timeout=60.0: waited(self, text, timeout=max(timeout, 240.0)))
 
 
 def _deploy(deployment_factory, cells: dict[str, tuple[str, ...]]) -> Deployment:
@@ -35,7 +48,7 @@ def _deploy(deployment_factory, cells: dict[str, tuple[str, ...]]) -> Deployment
             d.start_compute(cell, host, build_time=0.05, failure_rate=0.0, wait=False)
     for cell in d.cells:
         for host in cell.hosts:
-            d.procs[f"compute-{host}"].wait_for_line(f"compute {host} serving", timeout=240)
+            d.procs[f"compute-{host}"].wait_for_line(f"compute {host} serving")
     d.start_control_plane(schedulers=1, super_conductors=1)
     create_flavor(d)
     return d
