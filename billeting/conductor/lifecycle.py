@@ -191,7 +191,7 @@ class LifecycleTasks:
             lines = self.scheduler.select_destinations(request, self.alternates, claim=True)
         except NoValidHost as exc:
             why = exc.explanation.message
-            if host is None and any(f.filter == "DestinationFilter" for f in exc.explanation.filters):
+            if any(f.filter == "DestinationFilter" for f in exc.explanation.filters):
                 why += f" An unshelved server stays in its cell ({cell.name}): other cells' hosts cannot take it."
             raise MoveRefused(why if why.startswith("No valid host was found") else f"No valid host was found. {why}",
                               status=400) from None
