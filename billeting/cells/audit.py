@@ -42,11 +42,13 @@ class Verdict(enum.StrEnum):
     DELETED_INSTANCE = "deleted-instance"
     FAILED_BUILD = "failed-build"
     FINISHED_MIGRATION = "finished-migration"
+    OFFLOADED_INSTANCE = "offloaded-instance"   # shelved and offloaded: it holds nothing
     UNKNOWN = "unknown"
 
     @property
     def orphan(self) -> bool:
-        return self in (Verdict.DELETED_INSTANCE, Verdict.FAILED_BUILD, Verdict.FINISHED_MIGRATION)
+        return self in (Verdict.DELETED_INSTANCE, Verdict.FAILED_BUILD, Verdict.FINISHED_MIGRATION,
+                        Verdict.OFFLOADED_INSTANCE)
 
 
 class Finding(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +103,8 @@ def _instance_verdict(record: inst.InstanceRecord) -> Verdict:
         return Verdict.DELETED_INSTANCE
     if record.vm_state is inst.VmState.ERROR and record.host is None:
         return Verdict.FAILED_BUILD
+    if record.vm_state is inst.VmState.SHELVED_OFFLOADED and record.task_state is None:
+        return Verdict.OFFLOADED_INSTANCE  # (while unshelving it holds the new host's claim)
     return Verdict.IN_USE
 
 

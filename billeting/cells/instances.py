@@ -59,6 +59,12 @@ class VmState(enum.StrEnum):
     # A resize or cold migration finished on the destination and waits for
     # confirm or revert (the API shows VERIFY_RESIZE); see cells.move_states.
     RESIZED = "resized"
+    # The lifecycle actions (cells.lifecycle_states): powered off on its host;
+    # shelved on its host (still holding its allocation); shelved and
+    # offloaded (no host, no allocation) until it is unshelved.
+    STOPPED = "stopped"
+    SHELVED = "shelved"
+    SHELVED_OFFLOADED = "shelved_offloaded"
 
 
 class TaskState(enum.StrEnum):
@@ -74,6 +80,10 @@ class TaskState(enum.StrEnum):
     RESIZE_CONFIRMING = "resize_confirming"
     MIGRATING = "migrating"                # live migration in flight
     REBUILDING = "rebuilding"              # evacuation: rebuilt on another host
+    # Lifecycle actions (cells.lifecycle_states holds their transitions).
+    REBUILD_SPAWNING = "rebuild_spawning"  # rebuilt in place on its host, with its image
+    SHELVING_OFFLOADING = "shelving_offloading"
+    UNSHELVING = "unshelving"              # offloaded, being scheduled again
 
 
 # Nova's fault code for build failures; the API shows it with the message.
@@ -111,6 +121,9 @@ class InstanceRecord(msgspec.Struct, frozen=True, kw_only=True):
     updated_at: datetime
     launched_at: datetime | None
     deleted_at: datetime | None
+    # Who locked the server ("owner" or "admin", as Nova says), and why; None: unlocked.
+    locked_by: str | None = None
+    locked_reason: str | None = None
 
     @property
     def spec(self) -> InstanceSpec:
@@ -151,7 +164,7 @@ def _record(row) -> InstanceRecord:
         alternates=_dec_selections(row.alternates), num_attempts=row.num_attempts,
         hosts_tried=_dec_hosts(row.hosts_tried), last_failure=row.last_failure,
         created_at=row.created_at, updated_at=row.updated_at, launched_at=row.launched_at,
-        deleted_at=row.deleted_at)
+        deleted_at=row.deleted_at, locked_by=row.locked_by, locked_reason=row.locked_reason)
 
 
 # --- creation ---------------------------------------------------------------------

@@ -89,7 +89,7 @@ instances = Table(
     Column("name", String(255), nullable=False, default=""),
     Column("project_id", String(255), nullable=False),
     Column("user_id", String(255), nullable=False),
-    Column("vm_state", String(16), nullable=False),
+    Column("vm_state", String(32), nullable=False),  # (shelved_offloaded is 17)
     Column("task_state", String(32), nullable=True),
     # Where the current build attempt was sent (None once it failed for good).
     Column("host", String(255), nullable=True),
@@ -108,6 +108,9 @@ instances = Table(
     Column("updated_at", DateTime, nullable=False),
     Column("launched_at", DateTime, nullable=True),
     Column("deleted_at", DateTime, nullable=True),
+    # A locked server refuses actions from non-admins: "owner" or "admin", and why.
+    Column("locked_by", String(16), nullable=True),
+    Column("locked_reason", String(255), nullable=True),
     Index(None, "host", "vm_state"),
     Index(None, "vm_state", "task_state", "updated_at"),
     Index(None, "node"),

@@ -42,6 +42,7 @@ from billeting.cells.rpc import CellConductorAPI, ComputeAPI
 from billeting.cells.wiring import CellWiring
 from billeting.cells.move_cleanup import free_migrations
 from billeting.compute.driver import BuildAborted, BuildFailed, BuildInterrupted, VirtDriver
+from billeting.compute.lifecycle import ComputeLifecycle
 from billeting.compute.moves import ComputeMoves, MoveRecovery
 from billeting.compute.reporting import TreeReporter
 from billeting.compute.resource_tracker import NodeReport, ResourceTracker
@@ -86,6 +87,7 @@ class ComputeManager:
         self._lock = threading.Lock()
         self._in_flight = 0
         self.moves = ComputeMoves(self)
+        self.lifecycle = ComputeLifecycle(self)
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -122,6 +124,7 @@ class ComputeManager:
                 lambda p: self.terminate_instance(msgs.decode_terminate(p).instance_uuid)),
             "refresh_service": msgs.cast_handler(lambda p: self.refresh_service()),
             **self.moves.handlers(),
+            **self.lifecycle.handlers(),
         }
 
     # --- periodic work -------------------------------------------------------------------
@@ -297,8 +300,10 @@ class ComputeManager:
                 self.computes.build_and_run_instance(self.host, build_message(record))
                 recast.append(record.uuid)
         moves = self.moves.recover()
+        self.lifecycle.recover()
+        # (stopped and shelved instances keep their guest too)
         wanted = {r.uuid for r in inst.get_many(self.engine, self.driver.guests()).values()
-                  if r.host == self.host and r.vm_state in (inst.VmState.ACTIVE, inst.VmState.BUILDING)}
+                  if r.host == self.host and self.lifecycle.keeps_guest(r)}
         wanted |= self.moves.guests_to_keep()
         destroyed = [uuid for uuid in self.driver.guests() if uuid not in wanted and self.driver.destroy(uuid)]
         recovery = Recovery(rescheduled=tuple(rescheduled), failed=tuple(failed), recast=tuple(recast),

@@ -25,6 +25,7 @@ import msgspec
 from sqlalchemy import Engine
 
 from billeting.cells import instances as inst
+from billeting.cells import lifecycle_states
 from billeting.cells import services
 from billeting.compute import traits as trait_rules
 from billeting.compute.driver import ProviderSpec, VirtDriver
@@ -64,8 +65,8 @@ class ResourceTracker:
 
     def update_available_resource(self) -> list[NodeReport]:
         with self._lock:
-            on_host = inst.on_host(self.engine, self.host, vm_states=(inst.VmState.BUILDING, inst.VmState.ACTIVE,
-                                                                              inst.VmState.RESIZED))
+            # (stopped and shelved instances still occupy the host)
+            on_host = inst.on_host(self.engine, self.host, vm_states=lifecycle_states.ON_HOST)
             reports = []
             for nodename in self.driver.node_names():
                 reports.append(self._update_node(nodename, [i for i in on_host if i.node == nodename]))

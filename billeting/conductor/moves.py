@@ -344,10 +344,7 @@ class ConductorMoveTasks:
         try:
             lines = self.scheduler.select_destinations(request, self.alternates, claim=False)
         except NoValidHost as exc:
-            why = exc.explanation.message
-            if any(f.filter == "DestinationFilter" for f in exc.explanation.filters):
-                why += f" A move stays in the server's cell ({cell.name}): other cells' hosts cannot take it."
-            raise MoveRefused(f"No valid host was found. {why}", status=400) from None
+            raise MoveRefused(move_refusal(exc, cell=cell.name, source=record.host), status=400) from None
         except SchedulerError as exc:
             raise MoveRefused(exc.message, status=400 if exc.status == 400 else 409) from None
         except PlacementError as exc:
@@ -452,6 +449,18 @@ class ConductorMoveTasks:
             cast()
         except Exception as exc:  # noqa: BLE001 - guest clean-up only; restarts clean up the rest
             LOG.warning("could not cast a guest clean-up: %s", exc)
+
+
+def move_refusal(exc: NoValidHost, *, cell: str, source: str | None) -> str:
+    """The scheduler's explanation, with what the move itself excluded named
+    as such: the server's own host, and the other cells' hosts."""
+    why = exc.explanation.message
+    filters = {f.filter for f in exc.explanation.filters}
+    if "IgnoreHostsFilter" in filters and source:
+        why += f" (The host excluded is the server's own, {source}.)"
+    if "DestinationFilter" in filters:
+        why += f" A move stays in the server's cell ({cell}): other cells' hosts cannot take it."
+    return why if why.startswith("No valid host was found") else f"No valid host was found. {why}"
 
 
 def _owner(record: InstanceRecord) -> alloc.Owner:

@@ -105,3 +105,24 @@ def test_migration_records_change_status_by_compare_and_set(deployment):
     assert audit.classify([uuid], {"cell1": engine})[uuid] == (audit.Verdict.IN_USE, "cell1")
     assert moves.set_status(engine, uuid, "confirmed")
     assert audit.classify([uuid], {"cell1": engine})[uuid] == (audit.Verdict.FINISHED_MIGRATION, "cell1")
+
+
+def test_an_offloaded_server_holding_an_allocation_is_an_orphan_but_not_while_it_unshelves(deployment):
+    from billeting.cells import lifecycle_states as states
+
+    deployment.compute("h1")
+    engine = deployment.cells["cell1"].engine
+    line = deployment.schedule(alternates=0)[0]
+    uuid = line[0].consumer_uuid
+    deployment.record_only(line)
+    assert inst.start_spawn(engine, uuid, host="h1", attempt=1)
+    assert inst.finish_spawn(engine, uuid, host="h1", attempt=1)
+    assert states.shelve(engine, uuid) and states.begin_offload(engine, uuid)
+    # The offload left its host, then the process died before the allocation was freed.
+    assert states.finish_offload(engine, uuid)
+    assert states.begin_unshelve(engine, uuid)  # (claimed for a new host: in use)
+    assert audit.audit(deployment.placement, [node_uuid("h1")], {"cell1": engine}).findings == ()
+    assert states.abandon(engine, uuid, expect=inst.TaskState.UNSHELVING)
+    report = audit.audit(deployment.placement, [node_uuid("h1")], {"cell1": engine})
+    assert [(f.verdict, f.removed) for f in report.findings] == [(audit.Verdict.OFFLOADED_INSTANCE, True)]
+    assert deployment.placement.get_allocations(uuid).allocations == {}

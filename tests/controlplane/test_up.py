@@ -79,7 +79,7 @@ def test_up_builds_a_server_and_stops_on_sigint(up):
     url, proc = up
     h = {"X-Auth-Token": "admin", "OpenStack-API-Version": "compute 2.90"}
     with _Client(url, h) as c:
-        assert c.get("/").json()["versions"][0]["version"] == "2.90"
+        assert c.get("/").json()["versions"][0]["version"] == "2.91"
         r = c.post("/v2.1/flavors", json={"flavor": {"name": "small", "ram": 2048, "vcpus": 2, "disk": 20,
                                                      "id": "1"}})
         assert r.status_code == 200, r.text

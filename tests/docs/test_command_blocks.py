@@ -140,6 +140,14 @@ def _compute_api_session(out: str, tmp_path: Path) -> None:
     assert '"availability_zone": "az1"' in out and '"name": "faster"' in out, out   # an aggregate, renamed
 
 
+def _lifecycle_session(out: str, tmp_path: Path) -> None:
+    assert '"computeFault"' not in out and '"conflictingRequest"' not in out, out  # no action was refused
+    for status in ("SHUTOFF", "REBUILD", "SHELVED_OFFLOADED"):
+        assert re.search(rf"^{status}$", out, re.M), out
+    assert "(True, 'maintenance')" in out and re.search(r"^back on compute\d+$", out, re.M), out  # locked; unshelved
+    assert re.search(r"(^|\})204$", out, re.M), out
+
+
 def _exit_statuses(out: str, tmp_path: Path) -> None:
     # (the migration head moves with the schema: any revision reads the same)
     lines = out.splitlines()[-5:]
@@ -173,6 +181,7 @@ CHECKS: dict[str, Callable[[str, Path], None]] = {
     "docs/operator/upgrades.md:upgrade-commands": _upgrades,
     "docs/operator/moves.md:moves-in-one-process": _moves,
     "docs/operator/compute-api.md:compute-api-session": _compute_api_session,
+    "docs/operator/compute-api.md:lifecycle-session": _lifecycle_session,
     "docs/operator/configuration.md:exit-statuses": _exit_statuses,
     "docs/operator/scheduler.md:scheduler-api": _scheduler_api,
 }

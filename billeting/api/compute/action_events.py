@@ -46,7 +46,16 @@ _MOVES = {
 }
 # Actions the API finishes itself, and the one event each shows.
 _API_DONE = {"confirmResize": "compute_confirm_resize", "revertResize": "compute_revert_resize",
-             "delete": "api_delete"}
+             "delete": "api_delete", "stop": "compute_stop_instance", "start": "compute_start_instance",
+             "shelve": "compute_shelve_instance", "shelveOffload": "compute_shelve_offload_instance"}
+# Lifecycle actions that finish on the compute, read from the instance record:
+# action → (event, whether the record shows the action still running).
+_ON_COMPUTE = {
+    "rebuild": ("compute_rebuild_instance", lambda r: r.task_state is not None
+                and r.task_state.value == "rebuild_spawning"),
+    # (an offloaded server's unshelve is a build on the chosen host)
+    "unshelve": ("compute_unshelve_instance", lambda r: r.vm_state.value in ("building", "shelved_offloaded")),
+}
 
 
 def migration_uuid(request_id: str, instance_uuid: str) -> str:
@@ -126,13 +135,26 @@ def _move(action: InstanceAction, migration: MigrationRecord | None) -> Outcome:
     return Outcome(end, ERROR if result == ERROR else None, (conductor, compute))
 
 
+def _on_compute(action: InstanceAction, record: InstanceRecord) -> Outcome:
+    name, running = _ON_COMPUTE[action.action]
+    if running(record):
+        return Outcome(None, None, (Event(name, action.start_time, None, None, record.host),))
+    failed = record.vm_state.value == "error"
+    end = max(record.launched_at or record.updated_at, record.updated_at) if not failed else record.updated_at
+    return Outcome(end, ERROR if failed else None,
+                   (Event(name, action.start_time, end, ERROR if failed else SUCCESS, record.host),))
+
+
 def outcome(action: InstanceAction, record: InstanceRecord | None, migration: MigrationRecord | None, *,
             in_cell0: bool = False) -> Outcome:
     if action.action == "create":
         return _create(action, record, in_cell0)
     if action.action in _MOVES:
         return _move(action, migration)
-    name = _API_DONE.get(action.action, f"api_{action.action}")
+    if action.action in _ON_COMPUTE and action.finish_time is None and record is not None:
+        return _on_compute(action, record)
+    name = _ON_COMPUTE[action.action][0] if action.action in _ON_COMPUTE else \
+        _API_DONE.get(action.action, f"api_{action.action}")
     end = action.finish_time
     result = None if end is None else (ERROR if action.message else SUCCESS)
     return Outcome(end, action.message, (Event(name, action.start_time, end, result,

@@ -1,14 +1,15 @@
-"""``POST /servers/{id}/action`` (moves, handed to the injected ``MoveTasks``)
-and ``/servers/{id}/os-instance-actions``."""
+"""``POST /servers/{id}/action`` (moves, handed to the injected ``MoveTasks``;
+the lifecycle actions, see ``lifecycle_actions``) and
+``/servers/{id}/os-instance-actions``."""
 from __future__ import annotations
 
 import falcon
 
-from billeting.api.compute import action_events, paging, schemas, views
+from billeting.api.compute import action_events, lifecycle_actions, paging, schemas, server_locks, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, conflict, not_found
 from billeting.api.compute.lookup import find
-from billeting.api.compute.servers import ref_id
+from billeting.api.compute.servers import base_url, ref_id, server_body
 from billeting.api.compute.flavors import visible as visible_flavor
 from billeting.apidb import instance_actions
 from billeting.apidb.aggregates import utcnow
@@ -45,11 +46,14 @@ class ServerAction:
         if not isinstance(doc, dict) or len(doc) != 1:
             raise bad_request("Invalid request body: exactly one action is expected.")
         (key, args), = doc.items()
-        if key not in _ACTIONS:
+        if key not in _ACTIONS and key not in lifecycle_actions.ACTIONS:
             raise bad_request(f"There is no such action: {key}")
-        action, rule, status = _ACTIONS[key]
         if args is not None and not isinstance(args, dict):
             raise bad_request(f"Invalid input for field/attribute {key}. Value: {args}.")
+        if key in lifecycle_actions.ACTIONS:
+            self._lifecycle(req, resp, ctx, key, args, server_id)
+            return
+        action, rule, status = _ACTIONS[key]
         args = args or {}
         _check_args(key, args, ctx)
         # As Nova: another project's server is not found; then the policy
@@ -58,6 +62,7 @@ class ServerAction:
         ctx.authorize(rule, found.mapping.project_id)
         if found.record is None:
             raise conflict(f"Cannot '{key}' instance {server_id} while it is in vm_state building")
+        server_locks.check(found, ctx, key)
         uuid = found.mapping.instance_uuid
         if self.deps.moves is None:
             raise conflict(f"Cannot '{key}' instance {server_id}: moves are not available in this deployment.")
@@ -82,6 +87,36 @@ class ServerAction:
         remember(finished=key in ("confirmResize", "revertResize"))
         if key == "evacuate" and not ctx.version.at_least(14):
             resp.media = {"adminPass": None}
+
+    def _lifecycle(self, req, resp, ctx: RequestContext, key: str, args, server_id: str) -> None:
+        action, rule = lifecycle_actions.ACTIONS[key]
+        args = lifecycle_actions.check(key, args, ctx)
+        found = find(self.deps, ctx, server_id)
+        ctx.authorize(rule, found.mapping.project_id)
+        if found.record is None:
+            raise conflict(f"Cannot '{key}' instance {server_id} while it is in vm_state building")
+        server_locks.check(found, ctx, key)
+        if self.deps.lifecycle is None:
+            raise conflict(f"Cannot '{key}' instance {server_id}: lifecycle actions are not available in this "
+                           "deployment.")
+        started = utcnow()
+
+        def remember(**kw) -> None:
+            instance_actions.record(self.deps.api_engine, instance_uuid=found.mapping.instance_uuid, action=action,
+                                    start_time=started, request_id=ctx.request_id, project_id=ctx.project_id,
+                                    user_id=ctx.user_id, **kw)
+
+        try:
+            done = lifecycle_actions.run(self.deps, ctx, key, found, args,
+                                         server_view=lambda f: server_body(self.deps, ctx, f, base_url(req)))
+        except MoveRefused as exc:
+            if exc.message.startswith("No valid host"):
+                remember(message="Error", finished=True)
+            raise NovaError(exc.status if exc.status in (400, 403, 404, 409) else 400, exc.message) from None
+        remember(finished=done.finished)
+        resp.status = falcon.HTTP_202
+        if done.body is not None:
+            resp.media = done.body
 
     def _run(self, ctx: RequestContext, key: str, uuid: str, args: dict, migration_uuid: str) -> None:
         moves = self.deps.moves

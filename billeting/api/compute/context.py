@@ -50,13 +50,16 @@ class ComputeAPIDeps:
     """Everything the handlers use. ``cast_build`` hands a ``BuildPlan`` to the
     super conductor (a cast on the API bus, or a thread in tests);
     ``scheduler`` is a ``SchedulerService`` (server groups live there);
-    ``moves`` is None when no move tasks are wired (actions answer 409)."""
+    ``moves`` is None when no move tasks are wired (actions answer 409);
+    ``lifecycle`` the same for stop/start/shelve/rebuild/lock
+    (``billeting.conductor.lifecycle.LifecycleTasks``)."""
 
     api_engine: Engine
     cells: CellCatalog
     scheduler: Any
     cast_build: Callable[[Any], None]
     moves: MoveTasks | None = None
+    lifecycle: Any = None
     # Called after a compute service is enabled or disabled (the scheduler's
     # catalog forgets its cached host records).
     on_service_change: Callable[[], None] = lambda: None

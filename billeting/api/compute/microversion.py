@@ -8,7 +8,7 @@ from typing import NamedTuple
 from billeting.api.compute.errors import NovaError
 
 MIN = (2, 1)
-MAX = (2, 90)
+MAX = (2, 91)  # 2.91: unshelve to a host, or out of a zone
 _FORMAT = re.compile(r"^([1-9]\d*)\.([1-9]\d*|0)$")
 
 

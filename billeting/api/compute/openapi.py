@@ -124,6 +124,9 @@ _COMPONENTS: dict[str, dict] = {
                 {"available": _BOOL, "active": _BOOL, "updated_at": _NULL_STR})}},
     }),
 }
+# A rebuild's answer: the server as shown, with the password it was given.
+_COMPONENTS["ServerRebuilt"] = {**_COMPONENTS["Server"], "properties": {
+    **_COMPONENTS["Server"]["properties"], "adminPass": _STR}}
 _COMPONENTS.update({
     "InstanceActionEvent": _object({"event": _STR, "start_time": _STR, "finish_time": _NULL_STR,
                                     "result": _NULL_STR}, {
@@ -296,9 +299,13 @@ def _other_paths() -> dict[str, dict]:
         "/v2.1": {"get": _op("This version: its microversions", {200: _object({"version": _ref("Version")})})},
         "/v2.1/servers/{server_id}/action": {"post": _op(
             "Migrate, resize, live-migrate or evacuate a server (202, the move runs on), confirm (204) or "
-            "revert (202) a resize. Evacuate answers 200: before 2.14 with {\"adminPass\": null}, from 2.14 "
-            "with no body (one status cannot describe both, so its body is left undescribed)",
-            {200: None, 202: None, 204: None}, body=_ONE_ACTION, path=server_id, unavailable=True)},
+            "revert (202) a resize; os-stop, os-start, shelve, shelveOffload, unshelve, lock, unlock (202, no "
+            "body) and rebuild (202 with the server and its adminPass). Evacuate answers 200: before 2.14 "
+            "with {\"adminPass\": null}, from 2.14 with no body (one status cannot describe both, so its body "
+            "is left undescribed)",
+            {200: None, 202: {"anyOf": [{"type": "null", "description": "no body: every action but rebuild"},
+                                        _object({"server": _ref("ServerRebuilt")})]}, 204: None},
+            body=_ONE_ACTION, path=server_id, unavailable=True)},
         "/v2.1/servers/{server_id}/os-instance-actions": {"get": _op(
             "What was done to a server (paged from 2.58)",
             {200: _object({"instanceActions": {"type": "array", "items": _ref("InstanceAction")}},
@@ -367,7 +374,7 @@ def document() -> dict:
     """A fresh reading is ``copy.deepcopy(document())``: the result is shared."""
     return {
         "openapi": "3.1.0",
-        "info": {"title": "Billeting compute API (Nova-compatible)", "version": "2.90"},
+        "info": {"title": "Billeting compute API (Nova-compatible)", "version": "2.91"},
         "paths": _paths(),
         "components": {"schemas": _COMPONENTS,
                        "securitySchemes": {"token": {"type": "apiKey", "in": "header", "name": "X-Auth-Token"}}},

@@ -50,14 +50,33 @@ def make_move_tasks(*, cells: CellCatalog, api_engine: Engine, scheduler: Schedu
                               placement=placement, server_groups=server_group)
 
 
+def make_lifecycle_tasks(*, cells: CellCatalog, api_engine: Engine, scheduler: SchedulerService,
+                         placement: PlacementClient, offload_at_once: bool = True):
+    """Stop/start, shelve/unshelve, rebuild and lock (``billeting.conductor.lifecycle``)."""
+    from billeting.conductor.lifecycle import LifecycleTasks
+    from billeting.scheduler.service import groups
+
+    def server_group(uuid: str, request):
+        try:
+            return groups.for_request(groups.get(scheduler, uuid), request)
+        except groups.NotFound:
+            return None
+
+    return LifecycleTasks(cells=cells, specs=SqlRequestSpecs(api_engine), scheduler=scheduler.scheduler,
+                          placement=placement, offload_at_once=offload_at_once, server_groups=server_group)
+
+
 class ControlPlane:
     def __init__(self, *, api_engine: Engine, cells: CellCatalog, placement: PlacementClient,
                  scheduler_settings: SchedulerSettings | None = None, build_attempts: int = sc.DEFAULT_BUILD_ATTEMPTS,
                  api_bus: Bus | None = None, service_down_time_s: float = DEFAULT_DOWN_TIME_S,
                  catalog_refresh_s: float | None = None, conductor_threads: int = 4,
-                 serve_conductor: bool = True, policy_file: str | None = None) -> None:
+                 serve_conductor: bool = True, policy_file: str | None = None,
+                 shelve_offloads_at_once: bool = True) -> None:
         """``policy_file``: an oslo.policy file overriding the compute API's
-        rules (raises ``PolicyFileError`` when it cannot be read or parsed)."""
+        rules (raises ``PolicyFileError`` when it cannot be read or parsed).
+        ``shelve_offloads_at_once``: Nova's default ``shelved_offload_time``
+        of 0; False keeps shelved servers on their host until shelveOffload."""
         enforcer = compute_policy.enforcer(policy_file=policy_file)
         settings = scheduler_settings or SchedulerSettings()
         if catalog_refresh_s is not None:
@@ -84,8 +103,10 @@ class ControlPlane:
             cast = self._submit
         self.moves = make_move_tasks(cells=cells, api_engine=api_engine, scheduler=self.scheduler,
                                      placement=placement)
+        self.lifecycle = make_lifecycle_tasks(cells=cells, api_engine=api_engine, scheduler=self.scheduler,
+                                              placement=placement, offload_at_once=shelve_offloads_at_once)
         self.deps = ComputeAPIDeps(api_engine=api_engine, cells=cells, scheduler=self.scheduler, cast_build=cast,
-                                   moves=self.moves, on_service_change=self.scheduler.catalog.invalidate,
+                                   moves=self.moves, lifecycle=self.lifecycle, on_service_change=self.scheduler.catalog.invalidate,
                                    service_down_time_s=service_down_time_s, enforcer=enforcer)
 
     def _submit(self, plan: sc.BuildPlan) -> None:

@@ -8,7 +8,7 @@ import falcon
 import orjson
 from sqlalchemy import Connection
 
-from billeting.api.compute import availability_zones, name_filter, paging, schemas, server_sort, views
+from billeting.api.compute import availability_zones, name_filter, paging, schemas, server_locks, server_sort, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, forbidden
 from billeting.api.compute.flavors import visible as visible_flavor
@@ -368,6 +368,7 @@ class Server:
         ctx: RequestContext = req.context.nova
         found = find(self.deps, ctx, server_id)
         ctx.authorize("os_compute_api:servers:delete", found.mapping.project_id)
+        server_locks.check(found, ctx, "delete")
         uuid = found.mapping.instance_uuid
         instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action="delete", request_id=ctx.request_id,
                                 project_id=ctx.project_id, user_id=ctx.user_id, finished=True)

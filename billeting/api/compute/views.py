@@ -19,16 +19,22 @@ NOVA_BINARY = {svc.COMPUTE: "nova-compute", svc.CONDUCTOR: "nova-conductor"}
 
 # vm_state (and task_state while active) → the status users see.
 _STATUS = {"building": "BUILD", "active": "ACTIVE", "resized": "VERIFY_RESIZE", "error": "ERROR",
-           "deleted": "DELETED", "stopped": "SHUTOFF"}
+           "deleted": "DELETED", "stopped": "SHUTOFF", "shelved": "SHELVED",
+           "shelved_offloaded": "SHELVED_OFFLOADED"}
 _ACTIVE_TASKS = {"migrating": "MIGRATING", "rebuilding": "REBUILD", "resize_prep": "RESIZE",
                  "resize_migrating": "RESIZE", "resize_migrated": "RESIZE", "resize_finish": "RESIZE",
                  "resize_reverting": "REVERT_RESIZE", "resize_confirming": "VERIFY_RESIZE"}
-_POWER = {"active": 1, "resized": 1}
+# Nova's power states: 1 running, 4 shut down, 0 no state (no guest anywhere).
+_POWER = {"active": 1, "resized": 1, "stopped": 4, "shelved": 4}
+# A rebuild shows REBUILD whatever the state it started from.
+_ANY_STATE_TASKS = {"rebuild_spawning": "REBUILD"}
 
 
 def status(vm_state: str, task_state: str | None) -> str:
     if vm_state == "resized" and task_state == "resize_reverting":
         return "REVERT_RESIZE"
+    if task_state in _ANY_STATE_TASKS:
+        return _ANY_STATE_TASKS[task_state]
     if vm_state == "active" and task_state in _ACTIVE_TASKS:
         return _ACTIVE_TASKS[task_state]
     if vm_state == "active" and task_state == "deleting":
@@ -76,7 +82,8 @@ def fault(found: Fault, *, is_admin: bool) -> dict:
 def _common(*, uuid: str, name: str, project_id: str, user_id: str, status_: str, vm_state: str,
             task_state: str | None, host: str | None, node: str | None, az: str | None, created: dt.datetime,
             updated: dt.datetime, launched: dt.datetime | None, flavor: Flavor, image_id: str | None,
-            version: Version, base: str, is_admin: bool, flavorid: str | None) -> dict:
+            version: Version, base: str, is_admin: bool, flavorid: str | None,
+            locked_reason: str | None = None, locked: bool = False) -> dict:
     body = {
         "id": uuid, "name": name, "status": status_, "tenant_id": project_id, "user_id": user_id,
         "metadata": {}, "hostId": host_id(project_id, host),
@@ -96,13 +103,13 @@ def _common(*, uuid: str, name: str, project_id: str, user_id: str, status_: str
         body["OS-EXT-SRV-ATTR:hypervisor_hostname"] = node
         body["OS-EXT-SRV-ATTR:instance_name"] = f"instance-{uuid[:8]}"
     if version.at_least(9):
-        body["locked"] = False
+        body["locked"] = locked
     if version.at_least(19):
         body["description"] = None
     if version.at_least(26):
         body["tags"] = []
     if version.at_least(73):
-        body["locked_reason"] = None
+        body["locked_reason"] = locked_reason
     if version.at_least(16):
         body["host_status"] = "" if host is None else "UP"
     return body
@@ -118,7 +125,8 @@ def server_from_record(record: InstanceRecord, fault_: Fault | None, *, version:
                    host=record.host, node=record.node, az=record.availability_zone, created=record.created_at,
                    updated=record.updated_at, launched=record.launched_at, flavor=record.flavor,
                    image_id=record.image.id if record.image else None, version=version, base=base,
-                   is_admin=is_admin, flavorid=flavorid)
+                   is_admin=is_admin, flavorid=flavorid, locked=record.locked_by is not None,
+                   locked_reason=record.locked_reason)
     if record.deleted_at is not None:
         body["OS-SRV-USG:terminated_at"] = iso_micro(record.deleted_at)
     if vm_state in ("error", "deleted") and fault_ is not None:
