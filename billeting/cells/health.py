@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 LOG = logging.getLogger(__name__)
@@ -52,8 +52,11 @@ class CellUnavailable(Exception):
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` says the database is out of reach (rather than a bug):
     a refused or lost connection, a server shutting down, a pool exhausted
-    by reads that never came back."""
-    if isinstance(exc, (CellUnavailable, PoolTimeout, TimeoutError, ConnectionError)):
+    by reads that never came back. Any OperationalError counts: the driver's
+    word for trouble outside the statement (transient ones — deadlocks, lock
+    timeouts — were already retried by ``store.tx``)."""
+    if isinstance(exc, (CellUnavailable, PoolTimeout, TimeoutError, ConnectionError, OperationalError,
+                        InterfaceError)):
         return True
     if not isinstance(exc, DBAPIError):
         return False
