@@ -4,7 +4,6 @@ caller at a time after the skip window, and back on the first read that
 works."""
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +14,7 @@ from sqlalchemy.exc import OperationalError
 
 from billeting.apidb.cell_directory import with_connect_timeout
 from billeting.cells.health import CellHealth, CellUnavailable, HealthSettings
-from tests.concurrency.serve import free_port
+from tests.cells.silent_server import SilentServer
 
 
 class Clock:
@@ -106,38 +105,6 @@ def test_a_failed_probe_keeps_skipping_and_only_one_caller_probes():
         except CellUnavailable:
             pass  # (the probe may have hit its deadline on a slow machine)
     assert probes == [1]
-
-
-class SilentServer:
-    """A TCP listener that accepts connections and never answers: a database
-    that hangs instead of refusing."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", self.port))
-        self.sock.listen(64)
-        self.accepted: list[socket.socket] = []
-        self._stop = False
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-        self._thread.start()
-
-    def _accept(self) -> None:
-        self.sock.settimeout(0.2)
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            self.accepted.append(conn)
-
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(5)
-        for conn in self.accepted:
-            conn.close()
-        self.sock.close()
 
 
 @pytest.fixture

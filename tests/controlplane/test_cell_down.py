@@ -18,6 +18,7 @@ from billeting.cells.health import HealthSettings
 from billeting.cells.health_metrics import CELLS_SKIPPED
 from billeting.conductor.move_protocols import CellHandle
 from tests.cells.conftest import wait_for
+from tests.cells.silent_server import SilentServer
 from tests.concurrency.serve import free_port
 
 V69 = {"OpenStack-API-Version": "compute 2.69"}
@@ -28,10 +29,11 @@ def unreachable_engine():
     return create_engine(f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/gone?connect_timeout=2")
 
 
-def cut(catalog: CellCatalog, cell: str):
-    """Point ``catalog``'s ``cell`` at a database that refuses; returns the undo."""
+def cut(catalog: CellCatalog, cell: str, engine=None):
+    """Point ``catalog``'s ``cell`` at a database that refuses (or at
+    ``engine``); returns the undo."""
     real = catalog._handles[cell]
-    catalog._handles[cell] = CellHandle(cell, unreachable_engine(), real.bus)
+    catalog._handles[cell] = CellHandle(cell, engine if engine is not None else unreachable_engine(), real.bus)
 
     def restore() -> None:
         catalog._handles[cell].engine.dispose()
@@ -113,6 +115,29 @@ def test_the_api_answers_for_a_cell_that_is_down(two_cells):
     wait_for(lambda: p.status(two) == "ACTIVE", timeout=10, what="the cell's server shown again")
     assert p.call("DELETE", f"/v2.1/servers/{two}").status_code == 204
     wait_for(lambda: not p.d.placement.get_allocations(two).allocations, what="its allocation freed")
+
+
+def test_a_cell_database_that_hangs_is_waited_on_once_then_skipped(two_cells):
+    """A server that accepts connections and never answers: the first
+    listing waits for the read deadline, the next ones skip the cell."""
+    p = two_cells
+    one, two = boot_on(p, "host1", "one"), boot_on(p, "host2", "two")
+    p.cells.health.settings = HealthSettings(timeout_s=0.5, skip_s=60.0)
+    silent = SilentServer()
+    restore = cut(p.cells, "cell2", create_engine(
+        f"postgresql+psycopg://nobody@127.0.0.1:{silent.port}/hangs?connect_timeout=30"))
+    try:
+        first = listed(p, "/v2.1/servers/detail", V69)
+        assert first[one]["status"] == "ACTIVE" and first[two]["status"] == "UNKNOWN"
+        opened = len(silent.accepted)
+        for _ in range(5):
+            again = listed(p, "/v2.1/servers/detail", V69)
+            assert again[two]["status"] == "UNKNOWN"
+            assert p.call("GET", f"/v2.1/servers/{two}", headers=V69).json["server"]["status"] == "UNKNOWN"
+        assert len(silent.accepted) == opened, "the hanging cell was tried again within its skip window"
+    finally:
+        silent.close()
+        restore()
 
 
 def test_the_scheduler_leaves_a_down_cells_hosts_out_and_counts_it(two_cells):
