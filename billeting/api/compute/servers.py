@@ -8,11 +8,11 @@ import falcon
 import orjson
 from sqlalchemy import Connection
 
-from billeting.api.compute import availability_zones, name_filter, paging, schemas, server_sort, views
+from billeting.api.compute import availability_zones, paging, schemas, server_listing, server_sort, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, forbidden
 from billeting.api.compute.flavors import visible as visible_flavor
-from billeting.api.compute.lookup import Found, find, find_many
+from billeting.api.compute.lookup import Found, find
 from billeting.apidb import build_requests, flavors, images, instance_actions, instance_mappings, request_specs
 from billeting.apidb import server_groups as group_store
 from billeting.apidb.cell_mappings import CELL0
@@ -297,61 +297,22 @@ class Servers:
             params.get("project_id") or params.get("tenant_id") if ctx.is_admin else ctx.project_id)
         if ctx.is_admin and not all_tenants and project is None:
             project = ctx.project_id
-        mappings = instance_mappings.listing(self.deps.api_engine, project_id=project)
         deleted = _deleted_wanted(ctx, params)
-        found = [f for f in find_many(self.deps, mappings)
-                 if deleted is None or (f.record is not None and f.record.vm_state.value == "deleted") == deleted]
-        paging.limit_of(params)  # (a bad limit is refused before anything is read)
-        base = base_url(req)
+        limit = paging.limit_of(params)  # (a bad limit is refused before anything is read)
+        order = server_sort.complete(server_sort.order(ctx, params))
         ids = flavor_ids(self.deps, ctx)
-        faults = _faults(self.deps, found)
-        # Bodies are built lazily, in the listing's order, and only as far as
-        # the page needs: a page of a long listing costs its own servers.
-        ordered = server_sort.sort(found, server_sort.order(ctx, params))
-        bodies = ((f, server_body(self.deps, ctx, f, base, ids, faults)) for f in ordered)
-        page, links = paging.page(self._filter(ctx, bodies, params), req, "servers/detail" if detail else "servers",
-                                  lambda fb: fb[1]["id"])
-        if detail:
-            listed = [b for _, b in page]
-        else:
-            listed = [{"id": b["id"], "name": b["name"], "links": b["links"]} for _, b in page]
-        resp.media = {"servers": listed, **({"servers_links": links} if links else {})}
-
-    @staticmethod
-    def _filter(ctx: RequestContext, bodies, params):
-        """``bodies`` narrowed by the listing's filters, lazily; every bad
-        filter is refused here, before any body is looked at."""
-        tests: list = []
-        since, before = paging.time_window(params, changes_before=ctx.version.at_least(66))
-        if since is not None or before is not None:
-            tests.append(lambda f, b: paging.in_window(b["updated"], since, before))
-        if params.get("name"):
-            matches = name_filter.matcher(params["name"])
-            tests.append(lambda f, b: matches(b["name"]))
-        if params.get("status"):
-            wanted = _statuses(params)
-            tests.append(lambda f, b: b["status"] in wanted)
-        if params.get("host"):
-            ctx.authorize("os_compute_api:servers:allow_all_filters")
-            host = params["host"]
-            tests.append(lambda f, b: f.record is not None and f.record.host == host)
-        if params.get("node"):
-            ctx.authorize("os_compute_api:servers:allow_all_filters")
-            node = params["node"]
-            tests.append(lambda f, b: f.record is not None and f.record.node == node)
-        if params.get("flavor"):
-            flavor = params["flavor"]
-            tests.append(lambda f, b: (f.record.flavor if f.record else f.build_request.flavor).name == flavor
-                         or flavor == b.get("flavor", {}).get("id"))
-        if params.get("image"):
-            image = params["image"]
-            tests.append(lambda f, b: isinstance(b["image"], dict) and b["image"]["id"] == image)
-        if params.get("availability_zone"):
-            zone = params["availability_zone"]
-            tests.append(lambda f, b: b["OS-EXT-AZ:availability_zone"] == zone)
-        if not tests:
-            return bodies
-        return ((f, b) for f, b in bodies if all(test(f, b) for test in tests))
+        filters = server_listing.filters_of(ctx, params, project=project, deleted=deleted,
+                                            statuses=_statuses(params), flavor_ids=ids)
+        listed = server_listing.list_servers(self.deps, ctx, filters=filters, order=order,
+                                             marker=params.get("marker"), limit=limit)
+        base = base_url(req)
+        faults = _faults(self.deps, listed.found)
+        bodies = [server_body(self.deps, ctx, f, base, ids, faults) for f in listed.found]
+        if not detail:
+            bodies = [{"id": b["id"], "name": b["name"], "links": b["links"]} for b in bodies]
+        links = (paging.next_link(req, "servers/detail" if detail else "servers", limit, bodies[-1]["id"])
+                 if listed.more and bodies else [])
+        resp.media = {"servers": bodies, **({"servers_links": links} if links else {})}
 
 
 class Server:

@@ -1,0 +1,289 @@
+"""``GET /servers`` and ``/servers/detail`` across cells, at the cost of a
+page rather than of the fleet.
+
+Every cell is asked for its first rows in the listing's order after the
+marker's sort values, with what SQL can filter on applied there
+(``cells.listing``); the servers the API database still holds as build
+requests are another, short, stream. The streams are merged on the sort key
+(it ends in the uuid, so the order is total) and cut at ``limit``: a page
+reads about ``limit`` rows per cell whatever the total. Filters SQL cannot
+say (the name's regular expression, the flavor and the image, kept as
+JSON) are checked here on each row, and a cell whose rows they thin is read
+on in further batches from where the last one stopped. Only the rows of the
+page are then read whole and turned into bodies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import heapq
+import itertools
+import sys
+from collections.abc import Callable, Iterator
+
+from billeting.api.compute import name_filter, paging, server_sort, views
+from billeting.api.compute.context import ComputeAPIDeps, RequestContext
+from billeting.api.compute.errors import NovaError, bad_request
+from billeting.api.compute.lookup import Found, find
+from billeting.apidb import build_requests
+from billeting.apidb.build_requests import BuildRequest
+from billeting.apidb.instance_mappings import InstanceMapping
+from billeting.cells import instances as inst
+from billeting.cells import listing as cell_listing
+from billeting.cells.listing import ListedRow, ListFilters, ListQuery, SortKey, StatePair
+
+# Rows one cell read returns at most: a listing without a limit, or one
+# whose filters keep few rows, is read in batches of this many.
+MAX_BATCH = 5000
+_SECOND = dt.timedelta(seconds=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class ListingFilters:
+    """Everything a listing keeps, checked exactly on a row (``keeps``);
+    ``sql`` is the part each cell applies itself."""
+    sql: ListFilters
+    since: dt.datetime | None
+    before: dt.datetime | None
+    statuses: frozenset[str] | None
+    name: Callable[[str], bool] | None
+    flavor_names: frozenset[str] | None
+    image: str | None
+
+    @property
+    def needs_flavor_image(self) -> bool:
+        return self.flavor_names is not None or self.image is not None
+
+    @property
+    def all_in_sql(self) -> bool:
+        """Whether a cell's rows need no further check (its batches are then exact)."""
+        return (self.name is None and not self.needs_flavor_image and self.since is None
+                and self.before is None)
+
+    def keeps(self, row: ListedRow) -> bool:
+        f = self.sql
+        if f.project_id is not None and row.project_id != f.project_id:
+            return False
+        if f.deleted is not None and (row.vm_state == "deleted") != f.deleted:
+            return False
+        if self.statuses is not None and views.status(row.vm_state, row.task_state) not in self.statuses:
+            return False
+        if f.host is not None and row.host != f.host:
+            return False
+        if f.node is not None and row.node != f.node:
+            return False
+        if f.availability_zone is not None and (row.availability_zone or "") != f.availability_zone:
+            return False
+        if (self.since is not None or self.before is not None) and \
+                not paging.in_window(views.iso(row.updated_at), self.since, self.before):
+            return False
+        if self.flavor_names is not None and row.flavor_name not in self.flavor_names:
+            return False
+        if self.image is not None and not (row.image_id and row.image_id == self.image):
+            return False
+        return self.name is None or self.name(row.name)
+
+
+def _state_pairs(wanted: frozenset[str]) -> tuple[StatePair, ...]:
+    """Every (vm_state, task_state) whose status is one of ``wanted``: the
+    status filter in terms a cell's SQL can say."""
+    tasks = [None, *(ts.value for ts in inst.TaskState)]
+    return tuple(StatePair(vm_state=vm.value, task_state=task) for vm in inst.VmState for task in tasks
+                 if views.status(vm.value, task) in wanted)
+
+
+def filters_of(ctx: RequestContext, params, *, project: str | None, deleted: bool | None, statuses: set[str],
+               flavor_ids: dict[str, str]) -> ListingFilters:
+    """The query's filters; every bad one is refused here, before anything is
+    read. ``flavor_ids``: flavor name → id where bodies show flavor ids."""
+    since, before = paging.time_window(params, changes_before=ctx.version.at_least(66))
+    name = name_filter.matcher(params["name"]) if params.get("name") else None
+    wanted_statuses = frozenset(statuses) if params.get("status") else None
+    host = node = None
+    if params.get("host"):
+        ctx.authorize("os_compute_api:servers:allow_all_filters")
+        host = params["host"]
+    if params.get("node"):
+        ctx.authorize("os_compute_api:servers:allow_all_filters")
+        node = params["node"]
+    flavor_names = None
+    if params.get("flavor"):
+        flavor = params["flavor"]
+        # A server's flavor is its name; before 2.47 its body also shows the
+        # flavor's id, which the filter may name instead.
+        flavor_names = frozenset({flavor, *(n for n, fid in flavor_ids.items() if fid == flavor)})
+    sql = ListFilters(
+        project_id=project, deleted=deleted,
+        states=_state_pairs(wanted_statuses) if wanted_statuses is not None else None, host=host, node=node,
+        availability_zone=params.get("availability_zone") or None,
+        # a superset of the window (bodies show whole seconds): ``keeps`` is exact
+        updated_from=cell_listing.naive_utc(since).replace(microsecond=0) if since is not None else None,
+        updated_until=(cell_listing.naive_utc(before).replace(microsecond=0) + _SECOND
+                       if before is not None else None))
+    return ListingFilters(sql=sql, since=since, before=before, statuses=wanted_statuses, name=name,
+                          flavor_names=flavor_names, image=params.get("image") or None)
+
+
+# --- the order ----------------------------------------------------------------------
+
+class _Descending:
+    """A sort value that orders the other way round (heapq.merge takes one key)."""
+    __slots__ = ("value",)
+
+    def __init__(self, value) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Descending) -> bool:
+        return other.value < self.value
+
+    def __eq__(self, other) -> bool:
+        return self.value == other.value
+
+
+def position(order: tuple[SortKey, ...], values: tuple) -> tuple:
+    """Sort values (``cells.listing.sort_values``) as one Python key that
+    agrees with the cells' SQL: NULLs first ascending, last descending."""
+    parts = []
+    for k, v in zip(order, values):
+        part = (v is not None, v if v is not None else 0)
+        parts.append(_Descending(part) if k.descending else part)
+    return tuple(parts)
+
+
+def merge_key(order: tuple[SortKey, ...]) -> Callable[[ListedRow], tuple]:
+    return lambda row: position(order, cell_listing.sort_values(row, order))
+
+
+# --- rows from the build requests, the cells and the marker ---------------------------
+
+def row_of_build_request(br: BuildRequest) -> ListedRow:
+    return ListedRow(uuid=br.instance_uuid, name=br.name, project_id=br.project_id, user_id=br.user_id,
+                     vm_state="building", task_state="scheduling", host=None, node=None,
+                     availability_zone=br.availability_zone, created_at=br.created_at, updated_at=br.created_at,
+                     launched_at=None, deleted_at=None, flavor_name=br.flavor.name,
+                     image_id=br.image.id if br.image else None, cell=None)
+
+
+def row_of_record(record: inst.InstanceRecord, cell: str | None) -> ListedRow:
+    return ListedRow(uuid=record.uuid, name=record.name, project_id=record.project_id, user_id=record.user_id,
+                     vm_state=record.vm_state.value,
+                     task_state=record.task_state.value if record.task_state is not None else None,
+                     host=record.host, node=record.node, availability_zone=record.availability_zone,
+                     created_at=record.created_at, updated_at=record.updated_at, launched_at=record.launched_at,
+                     deleted_at=record.deleted_at, flavor_name=record.flavor.name,
+                     image_id=record.image.id if record.image else None, cell=cell)
+
+
+def cell_page(deps: ComputeAPIDeps, cell: str, query: ListQuery) -> list[ListedRow]:
+    """One read of one cell's share of a listing: every cell read of a
+    listing goes through here."""
+    engine = deps.cells.engine_of(cell)
+    return cell_listing.page(engine, query, cell=cell) if engine is not None else []
+
+
+def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: ListingFilters) -> Iterator[ListedRow]:
+    """The cell's rows that the listing keeps, in order, read batch by batch
+    from where the previous batch ended."""
+    while True:
+        rows = cell_page(deps, cell, query)
+        for row in rows:
+            if filters.all_in_sql or filters.keeps(row):
+                yield row
+        if len(rows) < query.limit:
+            return
+        # thinned by the checks here: the next batches are bigger
+        grown = query.limit if filters.all_in_sql else min(query.limit * 4, MAX_BATCH)
+        query = ListQuery(filters=query.filters, order=query.order,
+                          after=cell_listing.sort_values(rows[-1], query.order), limit=grown,
+                          with_flavor_image=query.with_flavor_image)
+
+
+def _building(deps: ComputeAPIDeps, filters: ListingFilters, cells: list[str]) -> tuple[list[ListedRow],
+                                                                                      dict[str, BuildRequest]]:
+    """The servers no cell holds yet that the listing keeps, and their build requests."""
+    if filters.sql.deleted is True:
+        return [], {}
+    brs = {br.instance_uuid: br for br in build_requests.listing(deps.api_engine, project_id=filters.sql.project_id)}
+    kept = [r for r in map(row_of_build_request, brs.values()) if filters.keeps(r)]
+    if kept:
+        # Read after the build requests: one handed over meanwhile is in its cell.
+        uuids = [r.uuid for r in kept]
+        placed: set[str] = set()
+        for cell in cells:
+            engine = deps.cells.engine_of(cell)
+            if engine is not None:
+                placed |= cell_listing.present(engine, uuids)
+        kept = [r for r in kept if r.uuid not in placed]
+    return kept, brs
+
+
+def marker_row(deps: ComputeAPIDeps, ctx: RequestContext, marker: str, filters: ListingFilters) -> ListedRow:
+    """The marker's row: a 400 unless it is a server the listing keeps."""
+    missing = bad_request(f"marker [{marker}] not found")
+    try:
+        found = find(deps, ctx, marker, include_deleted=True)
+    except NovaError as exc:
+        if exc.status == 404:
+            raise missing from None
+        raise
+    row = (row_of_record(found.record, found.cell) if found.record is not None
+           else row_of_build_request(found.build_request))
+    if row.uuid != marker or not filters.keeps(row):
+        raise missing
+    return row
+
+
+@dataclasses.dataclass(frozen=True)
+class ListedPage:
+    found: list[Found]      # the page's servers, in order
+    more: bool              # whether the listing goes on after them
+
+
+def list_servers(deps: ComputeAPIDeps, ctx: RequestContext, *, filters: ListingFilters,
+                 order: tuple[SortKey, ...], marker: str | None, limit: int | None) -> ListedPage:
+    """The page of the listing after ``marker`` (None: from the start), of at
+    most ``limit`` servers (None: all)."""
+    after = None
+    key = merge_key(order)
+    if marker is not None:
+        after = cell_listing.sort_values(marker_row(deps, ctx, marker, filters), order)
+    wanted = None if limit is None else min(limit, sys.maxsize - 1) + 1  # one more tells whether a next page exists
+    if wanted == 1:
+        return ListedPage(found=[], more=False)
+    cells = sorted(deps.cells.all_engines())
+    building, brs = _building(deps, filters, cells)
+    if after is not None:
+        start = position(order, after)
+        building = [r for r in building if start < key(r)]
+    batch = min(wanted or MAX_BATCH, MAX_BATCH)
+    query = ListQuery(filters=filters.sql, order=order, after=after, limit=batch,
+                      with_flavor_image=filters.needs_flavor_image)
+    streams = [_cell_stream(deps, cell, query, filters) for cell in cells]
+    merged = heapq.merge(sorted(building, key=key), *streams, key=key)
+    rows = list(itertools.islice(merged, wanted)) if wanted is not None else list(merged)
+    more = wanted is not None and len(rows) == wanted
+    if more:
+        rows = rows[:-1]
+    return ListedPage(found=_found(deps, rows, brs), more=more)
+
+
+def _found(deps: ComputeAPIDeps, rows: list[ListedRow], brs: dict[str, BuildRequest]) -> list[Found]:
+    """The page's servers read whole: one read per cell."""
+    by_cell: dict[str, list[str]] = {}
+    for row in rows:
+        if row.cell is not None:
+            by_cell.setdefault(row.cell, []).append(row.uuid)
+    records: dict[str, inst.InstanceRecord] = {}
+    for cell, uuids in by_cell.items():
+        engine = deps.cells.engine_of(cell)
+        if engine is not None:
+            records.update(inst.get_many(engine, uuids))
+    found = []
+    for row in rows:
+        mapping = InstanceMapping(instance_uuid=row.uuid, cell=row.cell, project_id=row.project_id,
+                                  user_id=row.user_id)
+        if row.cell is None:
+            found.append(Found(mapping, None, brs[row.uuid]))
+        elif row.uuid in records:  # (a row gone since the first read is left out)
+            found.append(Found(mapping, records[row.uuid], None))
+    return found
