@@ -71,9 +71,10 @@ class ListQuery(msgspec.Struct, frozen=True, kw_only=True):
     with_flavor_image: bool = False          # read the flavor's name and the image's id too
 
 
-class ListedRow(msgspec.Struct, frozen=True, kw_only=True):
+class ListedRow(msgspec.Struct, frozen=True):
     """What a listing sorts and filters a server on (a cell's row, or a
-    server the API database still holds as a build request)."""
+    server the API database still holds as a build request). Fields in
+    ``_SCALARS``' order: a row of ``page``'s SELECT builds one positionally."""
     uuid: str
     name: str
     project_id: str
@@ -205,14 +206,12 @@ def page(engine: Engine, query: ListQuery, *, cell: str) -> list[ListedRow]:
     in its order, after ``query.after``; one read."""
     stmt = statement(query, engine.dialect.name)
     rows = run_read(engine, lambda conn: conn.execute(stmt).all())
-    listed = []
-    for row in rows:
-        extra = {}
-        if query.with_flavor_image:
-            extra = {"flavor_name": _flavor_name(row.flavor).name,
-                     "image_id": _image_id(row.image).id if row.image else None}
-        listed.append(ListedRow(**{name: row._mapping[name] for name in _SCALARS}, cell=cell, **extra))
-    return listed
+    if not query.with_flavor_image:
+        return [ListedRow(*row, cell=cell) for row in rows]
+    scalars = len(_SCALARS)
+    return [ListedRow(*row[:scalars], flavor_name=_flavor_name(row[scalars]).name,
+                      image_id=_image_id(row[scalars + 1]).id if row[scalars + 1] else None, cell=cell)
+            for row in rows]
 
 
 def present(engine: Engine, uuids: list[str]) -> set[str]:

@@ -19,7 +19,9 @@ import datetime as dt
 import heapq
 import itertools
 import sys
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from billeting.api.compute import name_filter, paging, server_sort, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
@@ -181,11 +183,12 @@ def cell_page(deps: ComputeAPIDeps, cell: str, query: ListQuery) -> list[ListedR
     return cell_listing.page(engine, query, cell=cell) if engine is not None else []
 
 
-def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: ListingFilters) -> Iterator[ListedRow]:
+def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: ListingFilters,
+                 first: list[ListedRow]) -> Iterator[ListedRow]:
     """The cell's rows that the listing keeps, in order, read batch by batch
-    from where the previous batch ended."""
+    from where the previous batch ended; ``first`` is the first batch, read already."""
+    rows = first
     while True:
-        rows = cell_page(deps, cell, query)
         for row in rows:
             if filters.all_in_sql or filters.keeps(row):
                 yield row
@@ -196,25 +199,57 @@ def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: Lis
         query = ListQuery(filters=query.filters, order=query.order,
                           after=cell_listing.sort_values(rows[-1], query.order), limit=grown,
                           with_flavor_image=query.with_flavor_image)
+        rows = cell_page(deps, cell, query)
 
 
-def _building(deps: ComputeAPIDeps, filters: ListingFilters, cells: list[str]) -> tuple[list[ListedRow],
-                                                                                      dict[str, BuildRequest]]:
-    """The servers no cell holds yet that the listing keeps, and their build requests."""
+def _build_requests(deps: ComputeAPIDeps, filters: ListingFilters) -> tuple[list[ListedRow],
+                                                                          dict[str, BuildRequest]]:
+    """The servers the API database holds as build requests that the
+    listing keeps (some may have reached their cell since: see
+    ``_first_batches``), and their build requests."""
     if filters.sql.deleted is True:
         return [], {}
     brs = {br.instance_uuid: br for br in build_requests.listing(deps.api_engine, project_id=filters.sql.project_id)}
-    kept = [r for r in map(row_of_build_request, brs.values()) if filters.keeps(r)]
-    if kept:
-        # Read after the build requests: one handed over meanwhile is in its cell.
-        uuids = [r.uuid for r in kept]
-        placed: set[str] = set()
-        for cell in cells:
-            engine = deps.cells.engine_of(cell)
-            if engine is not None:
-                placed |= cell_listing.present(engine, uuids)
-        kept = [r for r in kept if r.uuid not in placed]
-    return kept, brs
+    return [r for r in map(row_of_build_request, brs.values()) if filters.keeps(r)], brs
+
+
+@dataclasses.dataclass(frozen=True)
+class _FirstBatch:
+    rows: list[ListedRow]
+    placed: set[str]   # which of the build requests' servers the cell holds
+
+
+def _first_batches(deps: ComputeAPIDeps, cells: list[str], query: ListQuery,
+                   building: list[ListedRow]) -> dict[str, _FirstBatch]:
+    """Each cell's first batch, and which servers of ``building`` it holds
+    (handed over since the build requests were read: listed from the cell),
+    the cells read side by side so that a page waits for the slowest cell,
+    not for all of them in turn."""
+    uuids = [r.uuid for r in building]
+
+    def read(cell: str) -> _FirstBatch:
+        engine = deps.cells.engine_of(cell)
+        placed = cell_listing.present(engine, uuids) if uuids and engine is not None else set()
+        return _FirstBatch(rows=cell_page(deps, cell, query), placed=placed)
+
+    if len(cells) == 1:
+        return {cells[0]: read(cells[0])}
+    return dict(zip(cells, _readers().map(read, cells)))
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+# Cell reads in flight at once for all listings of the process (each holds
+# a pooled connection of its cell while it runs).
+READERS = 16
+
+
+def _readers() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="cell-listing")
+        return _pool
 
 
 def marker_row(deps: ComputeAPIDeps, ctx: RequestContext, marker: str, filters: ListingFilters) -> ListedRow:
@@ -235,8 +270,13 @@ def marker_row(deps: ComputeAPIDeps, ctx: RequestContext, marker: str, filters: 
 
 @dataclasses.dataclass(frozen=True)
 class ListedPage:
-    found: list[Found]      # the page's servers, in order
-    more: bool              # whether the listing goes on after them
+    rows: list[ListedRow]        # the page's servers, in order
+    more: bool                   # whether the listing goes on after them
+    brs: dict[str, BuildRequest]  # the build requests of the rows that are one
+
+    def found(self, deps: ComputeAPIDeps) -> list[Found]:
+        """The page's servers read whole (what their full bodies show): one read per cell."""
+        return _found(deps, self.rows, self.brs)
 
 
 def list_servers(deps: ComputeAPIDeps, ctx: RequestContext, *, filters: ListingFilters,
@@ -249,35 +289,42 @@ def list_servers(deps: ComputeAPIDeps, ctx: RequestContext, *, filters: ListingF
         after = cell_listing.sort_values(marker_row(deps, ctx, marker, filters), order)
     wanted = None if limit is None else min(limit, sys.maxsize - 1) + 1  # one more tells whether a next page exists
     if wanted == 1:
-        return ListedPage(found=[], more=False)
+        return ListedPage(rows=[], more=False, brs={})
     cells = sorted(deps.cells.all_engines())
-    building, brs = _building(deps, filters, cells)
+    # The build requests first: a server handed to its cell meanwhile is then in the cell's read.
+    building, brs = _build_requests(deps, filters)
     if after is not None:
         start = position(order, after)
         building = [r for r in building if start < key(r)]
     batch = min(wanted or MAX_BATCH, MAX_BATCH)
     query = ListQuery(filters=filters.sql, order=order, after=after, limit=batch,
                       with_flavor_image=filters.needs_flavor_image)
-    streams = [_cell_stream(deps, cell, query, filters) for cell in cells]
+    firsts = _first_batches(deps, cells, query, building)
+    placed = set().union(*(f.placed for f in firsts.values()))
+    building = [r for r in building if r.uuid not in placed]
+    streams = [_cell_stream(deps, cell, query, filters, firsts[cell].rows) for cell in cells]
     merged = heapq.merge(sorted(building, key=key), *streams, key=key)
     rows = list(itertools.islice(merged, wanted)) if wanted is not None else list(merged)
     more = wanted is not None and len(rows) == wanted
     if more:
         rows = rows[:-1]
-    return ListedPage(found=_found(deps, rows, brs), more=more)
+    return ListedPage(rows=rows, more=more, brs=brs)
 
 
 def _found(deps: ComputeAPIDeps, rows: list[ListedRow], brs: dict[str, BuildRequest]) -> list[Found]:
-    """The page's servers read whole: one read per cell."""
+    """The page's servers read whole: one read per cell, the cells side by side."""
     by_cell: dict[str, list[str]] = {}
     for row in rows:
         if row.cell is not None:
             by_cell.setdefault(row.cell, []).append(row.uuid)
-    records: dict[str, inst.InstanceRecord] = {}
-    for cell, uuids in by_cell.items():
+
+    def read(cell: str) -> dict[str, inst.InstanceRecord]:
         engine = deps.cells.engine_of(cell)
-        if engine is not None:
-            records.update(inst.get_many(engine, uuids))
+        return inst.get_many(engine, by_cell[cell]) if engine is not None else {}
+
+    records: dict[str, inst.InstanceRecord] = {}
+    for part in (map(read, by_cell) if len(by_cell) < 2 else _readers().map(read, by_cell)):
+        records.update(part)
     found = []
     for row in rows:
         mapping = InstanceMapping(instance_uuid=row.uuid, cell=row.cell, project_id=row.project_id,
