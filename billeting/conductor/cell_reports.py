@@ -7,6 +7,12 @@ host-report table says (operators' overrides) and over Placement's view
 (``PlacementHostCatalog``), which re-reads them every refresh. Hosts seen
 for the first time are mapped to their cell in the API database, as
 ``nova-manage cell_v2 discover_hosts`` would, but automatically.
+
+A cell whose database does not answer (``CellCatalog.read``) is skipped
+rather than failing the refresh: its hosts keep the records last read,
+marked down, so no build is sent there; the cell is logged once when it
+goes down and once when it is back, and each skipped refresh is counted
+(``billeting_scheduler_cells_skipped_total``).
 """
 from __future__ import annotations
 
@@ -14,10 +20,13 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 
+import msgspec
 from sqlalchemy import Engine
 
 from billeting.apidb import cell_mappings
 from billeting.apidb.cell_directory import CellCatalog
+from billeting.cells.health import CellUnavailable
+from billeting.cells.health_metrics import observe_cell_skipped
 from billeting.cells.hosts import host_reports, merged
 from billeting.cells.services import DEFAULT_DOWN_TIME_S
 from billeting.scheduler.catalog import HostReport
@@ -37,10 +46,11 @@ class CellHostReports:
         self.down_time_s = down_time_s
         self._mapped: set[str] = set()
         self._lock = threading.Lock()
+        # Each cell's reports as last read: what its hosts look like (down) while it does not answer.
+        self._last: dict[str, dict[str, HostReport]] = {}
 
     def __call__(self) -> dict[str, HostReport]:
-        from_cells = merged(host_reports(h.engine, cell=name, down_time_s=self.down_time_s)
-                            for name, h in self.cells.cells().items())
+        from_cells = merged(self._cell(name, h.engine) for name, h in self.cells.cells().items())
         self._discover(from_cells)
         found = dict(self.base()) if self.base is not None else {}
         for node, report in from_cells.items():
@@ -52,6 +62,22 @@ class CellHostReports:
                 found[node] = HostReport(**{f: getattr(below, f) if getattr(below, f) is not None
                                             else getattr(report, f) for f in HostReport.__struct_fields__})
         return found
+
+    def _cell(self, name: str, engine: Engine) -> dict[str, HostReport]:
+        try:
+            reports = self.cells.read(name, lambda: host_reports(engine, cell=name, down_time_s=self.down_time_s))
+        except CellUnavailable as exc:
+            observe_cell_skipped(name)
+            LOG.debug("host records of cell %s skipped: %s", name, exc.reason)
+            last = self._last.get(name)
+            if last is None:
+                # Down since this process started: the API database's host
+                # mappings name its hosts (a node named as its host, as most are).
+                last = {host: HostReport(service_host=host, cell_uuid=name) for host, cell in
+                        cell_mappings.host_cells(self.api_engine).items() if cell == name}
+            return {node: msgspec.structs.replace(r, up=False) for node, r in last.items()}
+        self._last[name] = reports
+        return reports
 
     def _discover(self, reports: Mapping[str, HostReport]) -> None:
         """Map new hosts on a thread of its own: the reports are read while a

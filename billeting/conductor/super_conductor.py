@@ -8,6 +8,9 @@ For one server-create request (one or several instances sharing a shape):
            record + cast the build in the chosen host's cell (handoff.start_build)
            instance mapping → that cell; build request deleted
            (the user deleted it meanwhile: the build is deleted again in the cell)
+           the chosen cell's database does not answer:
+             claim released, scheduled again without that cell's hosts
+             (another cell's host), or buried in cell0 with the reason as fault
 
 It holds the API database, every cell's database and bus, and the scheduler;
 a cell holds none of these (``cells.wiring``). The API reaches it by a cast
@@ -24,11 +27,12 @@ import msgspec
 from sqlalchemy import Engine
 
 from billeting import typeinfo
-from billeting.apidb import build_requests, instance_actions, instance_mappings
+from billeting.apidb import build_requests, cell_mappings, instance_actions, instance_mappings
 from billeting.apidb.build_requests import BuildRequest
 from billeting.apidb.cell_directory import CellCatalog
 from billeting.apidb.cell_mappings import CELL0
 from billeting.cells import handoff
+from billeting.cells.health import CellUnavailable
 from billeting.cells.messages import InstanceSpec, RequestSummary
 from billeting.messaging import Bus
 from billeting.scheduler.errors import NoValidHost, SchedulerError
@@ -113,8 +117,6 @@ class SuperConductor:
         return self._schedule_and_build(plan)
 
     def _resume(self, plan: BuildPlan) -> tuple[list[BuildOutcome], BuildPlan]:
-        from billeting.cells import instances as inst
-
         done: list[BuildOutcome] = []
         left: list[tuple[str, str]] = []
         engines = {h.name: h.engine for h in self.cells.cells().values()}
@@ -126,7 +128,7 @@ class SuperConductor:
                 done.append(BuildOutcome(instance_uuid=uuid, cell=mapping.cell, host=None))
                 continue
             # Recorded in a cell but not yet mapped: the hand-over stopped in between.
-            cell = next((c for c, e in engines.items() if inst.get(e, uuid) is not None), None)
+            cell = next((c for c, e in engines.items() if self._holds(c, e, uuid)), None)
             if cell is not None:
                 instance_mappings.set_cell(self.api_engine, uuid, cell)
                 if not build_requests.remove(self.api_engine, uuid) and cell != CELL0:
@@ -149,16 +151,32 @@ class SuperConductor:
         return done, msgspec.structs.replace(plan, instance_uuids=tuple(u for u, _ in left),
                                              names=tuple(n for _, n in left))
 
+    def _request(self, plan: BuildPlan, instance_uuids: tuple[str, ...],
+                 ignore_hosts: tuple[str, ...] = ()) -> ScheduleRequest:
+        return request_from_nova(
+            plan.flavor, plan.image, instance_uuids=instance_uuids, project_id=plan.project_id,
+            user_id=plan.user_id, is_bfv=plan.is_bfv, availability_zone=plan.availability_zone,
+            destination=plan.destination, same_host=plan.same_host, different_host=plan.different_host,
+            domain_constraints=plan.domain_constraints, near=plan.near, ignore_hosts=ignore_hosts)
+
+    def _holds(self, cell: str, engine: Engine, uuid: str) -> bool:
+        """Whether ``cell`` records ``uuid``. A cell that does not answer is
+        taken as not holding it: the instance is scheduled again rather than
+        left in BUILD (should it have reached that cell after all, that cell
+        keeps a copy no mapping points to: a known gap, rare)."""
+        from billeting.cells import instances as inst
+
+        try:
+            return self.cells.read(cell, lambda: inst.get(engine, uuid)) is not None
+        except CellUnavailable:
+            return False
+
     def _schedule_and_build(self, plan: BuildPlan) -> list[BuildOutcome]:
         summary = RequestSummary(project_id=plan.project_id, user_id=plan.user_id,
                                  availability_zone=plan.availability_zone, server_group=plan.server_group,
                                  retry=self.settings.build_attempts > 1)
         try:  # the compute API refuses such flavors; one changed since the server was asked for lands here
-            request = request_from_nova(
-                plan.flavor, plan.image, instance_uuids=plan.instance_uuids, project_id=plan.project_id,
-                user_id=plan.user_id, is_bfv=plan.is_bfv, availability_zone=plan.availability_zone,
-                destination=plan.destination, same_host=plan.same_host, different_host=plan.different_host,
-                domain_constraints=plan.domain_constraints, near=plan.near)
+            request = self._request(plan, plan.instance_uuids)
         except Unmodelled as exc:
             return self._bury_all(plan, summary, f"No valid host was found. {exc}")
         try:
@@ -179,29 +197,69 @@ class SuperConductor:
 
     def _hand_over(self, plan: BuildPlan, summary: RequestSummary, name: str,
                    line: Sequence[Selection]) -> BuildOutcome:
-        chosen = line[0]
-        uuid = chosen.consumer_uuid
-        handle = self.cells.cells().get(chosen.cell_uuid)
-        if handle is None:
-            # A host the API level has no cell for: nothing can build it there.
-            LOG.error("instance %s: host %s is in unknown cell %s", uuid, chosen.service_host, chosen.cell_uuid)
-            self._unclaim(uuid, chosen)
-            return self._bury(plan, summary, uuid, name,
-                              f"No valid host was found. Host {chosen.service_host} is in unknown cell "
-                              f"{chosen.cell_uuid}.")
-        build = build_requests.get(self.api_engine, uuid)
-        if build is None:
-            # Deleted by the user while it was being scheduled: give the claim back.
-            self._unclaim(uuid, chosen)
-            instance_mappings.remove(self.api_engine, uuid)
-            return BuildOutcome(instance_uuid=uuid, cell=None, host=None)
-        handoff.start_build(handle.engine, handle.bus, instance=self._spec(plan, uuid, name, build),
-                            request=summary, selections=line)
-        instance_mappings.set_cell(self.api_engine, uuid, handle.name)
-        if not build_requests.remove(self.api_engine, uuid):
-            # The user's delete raced the hand-over: finish it in the cell.
-            handoff.request_delete(handle.engine, handle.bus, uuid)
-        return BuildOutcome(instance_uuid=uuid, cell=handle.name, host=chosen.service_host)
+        """Hand one instance to its chosen host's cell. A cell whose database
+        does not answer gets nothing: the claim is released and the instance
+        scheduled again without that cell's hosts, until a cell takes it or
+        none is left (cell0, with the reason as fault). Never a claim left
+        behind, never an instance left in BUILD."""
+        uuid = line[0].consumer_uuid
+        unreachable: dict[str, str] = {}   # cell -> why
+        while True:
+            chosen = line[0]
+            handle = self.cells.cells().get(chosen.cell_uuid)
+            if handle is None:
+                # A host the API level has no cell for: nothing can build it there.
+                LOG.error("instance %s: host %s is in unknown cell %s", uuid, chosen.service_host, chosen.cell_uuid)
+                self._unclaim(uuid, chosen)
+                return self._bury(plan, summary, uuid, name,
+                                  f"No valid host was found. Host {chosen.service_host} is in unknown cell "
+                                  f"{chosen.cell_uuid}.")
+            build = build_requests.get(self.api_engine, uuid)
+            if build is None:
+                # Deleted by the user while it was being scheduled: give the claim back.
+                self._unclaim(uuid, chosen)
+                instance_mappings.remove(self.api_engine, uuid)
+                return BuildOutcome(instance_uuid=uuid, cell=None, host=None)
+            try:
+                self.cells.read(handle.name, lambda: handoff.start_build(
+                    handle.engine, handle.bus, instance=self._spec(plan, uuid, name, build), request=summary,
+                    selections=line), deadline=False)
+            except CellUnavailable as exc:
+                LOG.warning("instance %s: cell %s of host %s is unavailable (%s); its claim is released and it "
+                            "is scheduled again without that cell", uuid, handle.name, chosen.service_host, exc.reason)
+                self._unclaim(uuid, chosen)
+                unreachable[handle.name] = exc.reason
+                line = self._reselect(plan, uuid, unreachable)
+                if line is None:
+                    cells = ", ".join(f"{c} ({why})" for c, why in sorted(unreachable.items()))
+                    return self._bury(plan, summary, uuid, name,
+                                      f"No valid host was found. Unavailable cells were skipped: {cells}.")
+                continue
+            instance_mappings.set_cell(self.api_engine, uuid, handle.name)
+            if not build_requests.remove(self.api_engine, uuid):
+                # The user's delete raced the hand-over: finish it in the cell.
+                handoff.request_delete(handle.engine, handle.bus, uuid)
+            return BuildOutcome(instance_uuid=uuid, cell=handle.name, host=chosen.service_host)
+
+    def _reselect(self, plan: BuildPlan, uuid: str, unreachable: dict[str, str]) -> Sequence[Selection] | None:
+        """A new line (claimed host first, alternates) for ``uuid`` on a host of
+        none of the ``unreachable`` cells; None when the scheduler finds none."""
+        ignore = {host for host, cell in cell_mappings.host_cells(self.api_engine).items() if cell in unreachable}
+        for _ in range(3):  # (a host of such a cell that no host mapping names yet is added and skipped)
+            try:
+                lines = self.scheduler.select(self._request(plan, (uuid,), tuple(sorted(ignore))),
+                                              self.settings.build_attempts - 1, group=plan.server_group)
+            except (NoValidHost, SchedulerError, ServiceError) as exc:
+                LOG.info("instance %s: no host outside the unavailable cells: %s", uuid, exc)
+                return None
+            line = lines[0] if lines else ()
+            if not line:
+                return None
+            if line[0].cell_uuid not in unreachable:
+                return line
+            self._unclaim(uuid, line[0])
+            ignore.add(line[0].service_host)
+        return None
 
     def _unclaim(self, uuid: str, chosen: Selection) -> None:
         client = getattr(self.scheduler, "client", None)

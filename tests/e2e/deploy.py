@@ -160,6 +160,8 @@ class Deployment:
     procs: dict[str, Proc] = field(default_factory=dict)
     placement_url: str = ""
     api_url: str = ""
+    # How long a process may take to start (a loaded machine needs more).
+    startup_timeout: float = 60.0
 
     # --- starting ---------------------------------------------------------------------
 
@@ -189,7 +191,7 @@ class Deployment:
         self.placement_url = f"http://127.0.0.1:{port}"
         proc = self.add(Proc("placement", "serve", "--host", "127.0.0.1", "--port", str(port), "--db",
                              self.placement_db, "--workers", "2", *PLACEMENT_POOL, role="api"))
-        wait_http(proc, self.placement_url)
+        wait_http(proc, self.placement_url, self.startup_timeout)
 
     def cell_args(self, cell: CellSetup) -> tuple[str, ...]:
         return ("--cell", cell.name, "--cell-db", cell.db, "--transport-url", cell.bus,
@@ -202,7 +204,7 @@ class Deployment:
                              str(reschedule_timeout), "--cast-timeout", "10", *self.cell_args(cell), *CELL_POOL,
                              role="cell"))
         if wait:
-            proc.wait_for_line(f"serving cell {cell.name}")
+            proc.wait_for_line(f"serving cell {cell.name}", self.startup_timeout)
         return proc
 
     def start_compute(self, cell: CellSetup, host: str, *, build_time: float, failure_rate: float,
@@ -212,7 +214,7 @@ class Deployment:
                              "--failure-rate", str(failure_rate), "--report-interval", "0.5",
                              *self.cell_args(cell), *CELL_POOL, role="cell"))
         if wait:
-            proc.wait_for_line(f"compute {host} serving")
+            proc.wait_for_line(f"compute {host} serving", self.startup_timeout)
         return proc
 
     def start_control_plane(self, *, schedulers: int = 2, super_conductors: int = 2) -> None:
@@ -235,17 +237,17 @@ class Deployment:
                             "--threads", "8", "--db", self.api_db, "--placement-url", self.placement_url,
                             "--transport-url", self.api_bus, "--conductor", "remote", *API_POOL, role="api"))
         for proc, url in started:
-            wait_http(proc, url)
-            proc.wait_for_line("serving the scheduler topic")
+            wait_http(proc, url, self.startup_timeout)
+            proc.wait_for_line("serving the scheduler topic", self.startup_timeout)
         for i in range(super_conductors):
-            self.procs[f"super-conductor-{i + 1}"].wait_for_line("super conductor serving")
-        wait_http(api, self.api_url)
+            self.procs[f"super-conductor-{i + 1}"].wait_for_line("super conductor serving", self.startup_timeout)
+        wait_http(api, self.api_url, self.startup_timeout)
 
     def start_super_conductor(self, number: int, *, wait: bool = True) -> Proc:
         proc = self.add(Proc(f"super-conductor-{number}", "super-conductor", "--db", self.api_db, "--transport-url",
                              self.api_bus, "--placement-url", self.placement_url, *API_POOL, role="api"))
         if wait:
-            proc.wait_for_line("super conductor serving")
+            proc.wait_for_line("super conductor serving", self.startup_timeout)
         return proc
 
     # --- using ------------------------------------------------------------------------

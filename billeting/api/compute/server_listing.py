@@ -18,22 +18,25 @@ import dataclasses
 import datetime as dt
 import heapq
 import itertools
+import logging
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from billeting.api.compute import name_filter, paging, server_sort, views
+from billeting.api.compute import name_filter, paging, partial, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request
-from billeting.api.compute.lookup import Found, find
-from billeting.apidb import build_requests
+from billeting.api.compute.lookup import Found, cell_records, find, read_cell
+from billeting.apidb import build_requests, instance_mappings
 from billeting.apidb.build_requests import BuildRequest
 from billeting.apidb.instance_mappings import InstanceMapping
 from billeting.cells import instances as inst
 from billeting.cells import listing as cell_listing
+from billeting.cells.health import CellUnavailable
 from billeting.cells.listing import ListedRow, ListFilters, ListQuery, SortKey, StatePair
 
+LOG = logging.getLogger(__name__)
 # Rows one cell read returns at most: a listing without a limit, or one
 # whose filters keep few rows, is read in batches of this many.
 MAX_BATCH = 5000
@@ -177,10 +180,12 @@ def row_of_record(record: inst.InstanceRecord, cell: str | None) -> ListedRow:
 
 
 def cell_page(deps: ComputeAPIDeps, cell: str, query: ListQuery) -> list[ListedRow]:
-    """One read of one cell's share of a listing: every cell read of a
-    listing goes through here."""
+    """One read of one cell's share of a listing, under the cell's health
+    guard (raises CellUnavailable when the cell does not answer)."""
     engine = deps.cells.engine_of(cell)
-    return cell_listing.page(engine, query, cell=cell) if engine is not None else []
+    if engine is None:
+        return []
+    return read_cell(deps, cell, lambda: cell_listing.page(engine, query, cell=cell))
 
 
 def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: ListingFilters,
@@ -199,7 +204,11 @@ def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: Lis
         query = ListQuery(filters=query.filters, order=query.order,
                           after=cell_listing.sort_values(rows[-1], query.order), limit=grown,
                           with_flavor_image=query.with_flavor_image)
-        rows = cell_page(deps, cell, query)
+        try:
+            rows = cell_page(deps, cell, query)
+        except CellUnavailable:  # gone down under this listing: what it showed stays shown
+            LOG.warning("listing: cell %s stopped answering after its first rows", cell)
+            return
 
 
 def _build_requests(deps: ComputeAPIDeps, filters: ListingFilters) -> tuple[list[ListedRow],
@@ -217,6 +226,7 @@ def _build_requests(deps: ComputeAPIDeps, filters: ListingFilters) -> tuple[list
 class _FirstBatch:
     rows: list[ListedRow]
     placed: set[str]   # which of the build requests' servers the cell holds
+    down: bool = False  # the cell did not answer
 
 
 def _first_batches(deps: ComputeAPIDeps, cells: list[str], query: ListQuery,
@@ -229,8 +239,12 @@ def _first_batches(deps: ComputeAPIDeps, cells: list[str], query: ListQuery,
 
     def read(cell: str) -> _FirstBatch:
         engine = deps.cells.engine_of(cell)
-        placed = cell_listing.present(engine, uuids) if uuids and engine is not None else set()
-        return _FirstBatch(rows=cell_page(deps, cell, query), placed=placed)
+        try:
+            placed = read_cell(deps, cell, lambda: cell_listing.present(engine, uuids)) \
+                if uuids and engine is not None else set()
+            return _FirstBatch(rows=cell_page(deps, cell, query), placed=placed)
+        except CellUnavailable:
+            return _FirstBatch(rows=[], placed=set(), down=True)
 
     if len(cells) == 1:
         return {cells[0]: read(cells[0])}
@@ -252,15 +266,22 @@ def _readers() -> ThreadPoolExecutor:
         return _pool
 
 
-def marker_row(deps: ComputeAPIDeps, ctx: RequestContext, marker: str, filters: ListingFilters) -> ListedRow:
-    """The marker's row: a 400 unless it is a server the listing keeps."""
+def marker_row(deps: ComputeAPIDeps, ctx: RequestContext, marker: str, filters: ListingFilters, *,
+               shows_down: bool) -> ListedRow | Found:
+    """The marker's row, or its ``Found`` when its cell is down (and the
+    listing shows such servers); a 400 unless it is a server the listing keeps."""
     missing = bad_request(f"marker [{marker}] not found")
     try:
-        found = find(deps, ctx, marker, include_deleted=True)
+        found = find(deps, ctx, marker, include_deleted=True, partial=True)
     except NovaError as exc:
         if exc.status == 404:
             raise missing from None
         raise
+    if found.cell_down:
+        if not shows_down or found.mapping.instance_uuid != marker or (
+                filters.sql.project_id is not None and found.mapping.project_id != filters.sql.project_id):
+            raise missing
+        return found
     row = (row_of_record(found.record, found.cell) if found.record is not None
            else row_of_build_request(found.build_request))
     if row.uuid != marker or not filters.keeps(row):
@@ -273,6 +294,7 @@ class ListedPage:
     rows: list[ListedRow]        # the page's servers, in order
     more: bool                   # whether the listing goes on after them
     brs: dict[str, BuildRequest]  # the build requests of the rows that are one
+    down: list[Found] = dataclasses.field(default_factory=list)  # then servers of cells that are down
 
     def found(self, deps: ComputeAPIDeps) -> list[Found]:
         """The page's servers read whole (what their full bodies show): one read per cell."""
@@ -280,17 +302,28 @@ class ListedPage:
 
 
 def list_servers(deps: ComputeAPIDeps, ctx: RequestContext, *, filters: ListingFilters,
-                 order: tuple[SortKey, ...], marker: str | None, limit: int | None) -> ListedPage:
+                 order: tuple[SortKey, ...], marker: str | None, limit: int | None,
+                 shows_down: bool = False) -> ListedPage:
     """The page of the listing after ``marker`` (None: from the start), of at
-    most ``limit`` servers (None: all)."""
+    most ``limit`` servers (None: all). With ``shows_down``, the servers of
+    cells that do not answer follow all the others (oldest first), as the
+    API database knows them."""
     after = None
     key = merge_key(order)
+    down_marker: Found | None = None
     if marker is not None:
-        after = cell_listing.sort_values(marker_row(deps, ctx, marker, filters), order)
+        place = marker_row(deps, ctx, marker, filters, shows_down=shows_down)
+        if isinstance(place, Found):
+            down_marker = place
+        else:
+            after = cell_listing.sort_values(place, order)
     wanted = None if limit is None else min(limit, sys.maxsize - 1) + 1  # one more tells whether a next page exists
     if wanted == 1:
         return ListedPage(rows=[], more=False, brs={})
     cells = sorted(deps.cells.all_engines())
+    if down_marker is not None:  # every other server came before it
+        down = _down_servers(deps, filters, set(deps.cells.health.down_cells()) & set(cells), down_marker)
+        return _cut([], down, wanted, {})
     # The build requests first: a server handed to its cell meanwhile is then in the cell's read.
     building, brs = _build_requests(deps, filters)
     if after is not None:
@@ -302,13 +335,51 @@ def list_servers(deps: ComputeAPIDeps, ctx: RequestContext, *, filters: ListingF
     firsts = _first_batches(deps, cells, query, building)
     placed = set().union(*(f.placed for f in firsts.values()))
     building = [r for r in building if r.uuid not in placed]
-    streams = [_cell_stream(deps, cell, query, filters, firsts[cell].rows) for cell in cells]
+    streams = [_cell_stream(deps, cell, query, filters, firsts[cell].rows) for cell in cells
+               if not firsts[cell].down]
     merged = heapq.merge(sorted(building, key=key), *streams, key=key)
     rows = list(itertools.islice(merged, wanted)) if wanted is not None else list(merged)
-    more = wanted is not None and len(rows) == wanted
-    if more:
+    down_cells = {cell for cell, first in firsts.items() if first.down}
+    down = _down_servers(deps, filters, down_cells, None) if shows_down and down_cells and (
+        wanted is None or len(rows) < wanted) else []
+    return _cut(rows, down, wanted, brs)
+
+
+def _cut(rows: list[ListedRow], down: list[Found], wanted: int | None,
+         brs: dict[str, BuildRequest]) -> ListedPage:
+    """The page of ``rows`` then ``down``, cut at ``wanted`` less one."""
+    if wanted is None:
+        return ListedPage(rows=rows, more=False, brs=brs, down=down)
+    down = down[:max(0, wanted - len(rows))]
+    more = len(rows) + len(down) == wanted
+    if more and down:
+        down = down[:-1]
+    elif more:
         rows = rows[:-1]
-    return ListedPage(rows=rows, more=more, brs=brs)
+    return ListedPage(rows=rows, more=more, brs=brs, down=down)
+
+
+def _down_servers(deps: ComputeAPIDeps, filters: ListingFilters, down_cells: set[str],
+                  after: Found | None) -> list[Found]:
+    """The servers of ``down_cells`` the listing's project holds, oldest
+    first, after ``after``: what the API database knows of them."""
+    if not down_cells:
+        return []
+    mappings = [m for m in instance_mappings.listing(deps.api_engine, project_id=filters.sql.project_id)
+                if m.cell in down_cells]
+    known = partial.known(deps.api_engine, [m.instance_uuid for m in mappings])
+
+    def created(m: InstanceMapping) -> tuple[str, str]:
+        server = known.get(m.instance_uuid)
+        return (views.iso(server.created_at) if server is not None and server.created_at else "") or "", \
+            m.instance_uuid
+
+    ordered = sorted(mappings, key=created)
+    if after is not None:
+        uuids = [m.instance_uuid for m in ordered]
+        ordered = ordered[uuids.index(after.mapping.instance_uuid) + 1:] \
+            if after.mapping.instance_uuid in uuids else []
+    return [Found(m, None, None, cell_down=True) for m in ordered]
 
 
 def _found(deps: ComputeAPIDeps, rows: list[ListedRow], brs: dict[str, BuildRequest]) -> list[Found]:
@@ -318,19 +389,27 @@ def _found(deps: ComputeAPIDeps, rows: list[ListedRow], brs: dict[str, BuildRequ
         if row.cell is not None:
             by_cell.setdefault(row.cell, []).append(row.uuid)
 
-    def read(cell: str) -> dict[str, inst.InstanceRecord]:
-        engine = deps.cells.engine_of(cell)
-        return inst.get_many(engine, by_cell[cell]) if engine is not None else {}
+    def read(cell: str) -> dict[str, inst.InstanceRecord] | None:
+        try:
+            return cell_records(deps, cell, by_cell[cell])
+        except CellUnavailable:  # gone down since its rows were read
+            return None
 
     records: dict[str, inst.InstanceRecord] = {}
-    for part in (map(read, by_cell) if len(by_cell) < 2 else _readers().map(read, by_cell)):
-        records.update(part)
+    gone: set[str] = set()
+    for cell, part in zip(by_cell, map(read, by_cell) if len(by_cell) < 2 else _readers().map(read, by_cell)):
+        if part is None:
+            gone.add(cell)
+        else:
+            records.update(part)
     found = []
     for row in rows:
         mapping = InstanceMapping(instance_uuid=row.uuid, cell=row.cell, project_id=row.project_id,
                                   user_id=row.user_id)
         if row.cell is None:
             found.append(Found(mapping, None, brs[row.uuid]))
+        elif row.cell in gone:
+            found.append(Found(mapping, None, None, cell_down=True))
         elif row.uuid in records:  # (a row gone since the first read is left out)
             found.append(Found(mapping, records[row.uuid], None))
     return found

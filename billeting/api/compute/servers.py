@@ -8,16 +8,17 @@ import falcon
 import orjson
 from sqlalchemy import Connection
 
-from billeting.api.compute import availability_zones, paging, schemas, server_listing, server_sort, views
+from billeting.api.compute import availability_zones, paging, partial, schemas, server_listing, server_sort, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, forbidden
 from billeting.api.compute.flavors import visible as visible_flavor
-from billeting.api.compute.lookup import Found, find
+from billeting.api.compute.lookup import Found, cell_unavailable, find, read_cell
 from billeting.apidb import build_requests, flavors, images, instance_actions, instance_mappings, request_specs
 from billeting.apidb import server_groups as group_store
 from billeting.apidb.cell_mappings import CELL0
 from billeting.cells import handoff
 from billeting.cells import instances as inst
+from billeting.cells.health import CellUnavailable
 from billeting.conductor.move_protocols import StoredRequestSpec
 from billeting.conductor.super_conductor import BuildPlan
 from billeting.messaging import BusUnavailable
@@ -78,6 +79,8 @@ def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: s
     of them at once (see ``_faults``); a single server reads its own."""
     if ids is None:
         ids = flavor_ids(deps, ctx)
+    if found.cell_down:
+        return down_cell_body(deps, ctx, [found], base, ids)[0]
     if found.record is None:
         return views.server_from_build_request(found.build_request, version=ctx.version, base=base,
                                                is_admin=ctx.is_admin,
@@ -88,7 +91,11 @@ def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: s
             fault = faults.get(found.record.uuid)
         else:
             engine = deps.cells.engine_of(found.cell) if found.cell else None
-            fault = inst.latest_fault(engine, found.record.uuid) if engine is not None else None
+            try:
+                fault = read_cell(deps, found.cell, lambda: inst.latest_fault(engine, found.record.uuid)) \
+                    if engine is not None else None
+            except CellUnavailable:  # (gone down since the record was read: shown without it)
+                fault = None
     return views.server_from_record(found.record, fault, version=ctx.version, base=base, is_admin=ctx.is_admin,
                                     flavorid=ids.get(found.record.flavor.name))
 
@@ -103,8 +110,42 @@ def _faults(deps: ComputeAPIDeps, found: list[Found]) -> dict[str, inst.Fault]:
     for cell, uuids in by_cell.items():
         engine = deps.cells.engine_of(cell)
         if engine is not None:
-            faults.update(inst.latest_faults(engine, uuids))
+            try:
+                faults.update(read_cell(deps, cell, lambda: inst.latest_faults(engine, uuids)))
+            except CellUnavailable:  # (gone down since its records were read: shown without)
+                pass
     return faults
+
+
+def down_cell_body(deps: ComputeAPIDeps, ctx: RequestContext, found: list[Found], base: str,
+                   ids: dict[str, str], *, detail: bool = True) -> list[dict]:
+    """The bodies of servers whose cell is down, from the API database (see ``partial``)."""
+    if not detail:
+        return [partial.index_body(f.mapping.instance_uuid, base) for f in found]
+    known = partial.known(deps.api_engine, [f.mapping.instance_uuid for f in found])
+    bodies = []
+    for f in found:
+        server = known.get(f.mapping.instance_uuid) or partial.KnownServer(
+            instance_uuid=f.mapping.instance_uuid, project_id=f.mapping.project_id, user_id=f.mapping.user_id,
+            created_at=None, spec=None)
+        flavorid = ids.get(server.spec.flavor.name) if server.spec is not None else None
+        bodies.append(partial.detail_body(server, version=ctx.version, base=base, flavorid=flavorid))
+    return bodies
+
+
+# Query parameters that narrow a listing by what only a cell knows: with any
+# of them, the servers of a cell that is down cannot be said to match.
+_CELL_FILTERS = ("changes-since", "changes-before", "name", "status", "host", "node", "flavor", "image",
+                 "availability_zone", "ip", "ip6", "locked", "tags", "tags-any", "not-tags", "not-tags-any")
+
+
+def _shows_down(ctx: RequestContext, params, deleted: bool | None) -> bool:
+    """Whether a listing shows the servers of cells that are down: from 2.69
+    (with their partial bodies, after every other server, oldest first),
+    unless it lists deleted servers only or filters on what only their cell
+    knows; before 2.69 never."""
+    return (ctx.version.at_least(partial.MICROVERSION) and deleted is not True
+            and not any(params.get(k) for k in _CELL_FILTERS))
 
 
 def base_url(req: falcon.Request) -> str:
@@ -308,7 +349,8 @@ class Servers:
         # containers: the collector runs rarely meanwhile (see gcpause).
         with gcpause.paused():
             listed = server_listing.list_servers(self.deps, ctx, filters=filters, order=order,
-                                                 marker=params.get("marker"), limit=limit)
+                                                 marker=params.get("marker"), limit=limit,
+                                                 shows_down=_shows_down(ctx, params, deleted))
             base = base_url(req)
             if detail:
                 found = listed.found(self.deps)
@@ -317,6 +359,8 @@ class Servers:
             else:  # what the index shows the listing's rows hold
                 bodies = [{"id": r.uuid, "name": r.name, "links": views.link(base, "servers", r.uuid)}
                           for r in listed.rows]
+            if listed.down:  # after every other server (see _shows_down)
+                bodies += down_cell_body(self.deps, ctx, listed.down, base, ids, detail=detail)
             links = (paging.next_link(req, "servers/detail" if detail else "servers", limit, bodies[-1]["id"])
                      if listed.more and bodies else [])
             resp.data = orjson.dumps({"servers": bodies, **({"servers_links": links} if links else {})})
@@ -328,7 +372,7 @@ class Server:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         ctx: RequestContext = req.context.nova
-        found = find(self.deps, ctx, server_id)
+        found = find(self.deps, ctx, server_id, partial=ctx.version.at_least(partial.MICROVERSION))
         ctx.authorize("os_compute_api:servers:show", found.mapping.project_id)
         resp.media = {"server": server_body(self.deps, ctx, found, base_url(req))}
 
@@ -340,10 +384,13 @@ class Server:
         instance_actions.record(self.deps.api_engine, instance_uuid=uuid, action="delete", request_id=ctx.request_id,
                                 project_id=ctx.project_id, user_id=ctx.user_id, finished=True)
         if found.cell is None or found.record is None:
-            # Not handed to a cell yet: removing the build request is the delete;
-            # the super conductor sees it gone and gives its claim back.
+            # Not handed to a cell yet: removing the build request is the delete.
+            # The super conductor sees it gone and gives its claim back; one
+            # that failed or died holding it cannot, so the claim goes here too
+            # (harmless either way: the server is gone).
             if build_requests.remove(self.deps.api_engine, uuid):
                 instance_mappings.mark_deleted(self.deps.api_engine, uuid)
+                _release_claim(self.deps, uuid)
                 resp.status = falcon.HTTP_204
                 return
             found = find(self.deps, ctx, server_id)
@@ -353,6 +400,20 @@ class Server:
         cell = found.cell
         engine = self.deps.cells.engine_of(cell)
         bus = None if cell == CELL0 else self.deps.cells.bus_of(cell)
-        handoff.request_delete(engine, bus, uuid, down_time_s=self.deps.service_down_time_s)
+        try:
+            self.deps.cells.read(cell, lambda: handoff.request_delete(
+                engine, bus, uuid, down_time_s=self.deps.service_down_time_s), deadline=False)
+        except CellUnavailable as exc:
+            raise cell_unavailable(exc) from None
         instance_mappings.mark_deleted(self.deps.api_engine, uuid)
         resp.status = falcon.HTTP_204
+
+
+def _release_claim(deps: ComputeAPIDeps, uuid: str) -> None:
+    client = getattr(deps.scheduler, "client", None)
+    if client is None:
+        return
+    try:
+        client.delete_allocations(uuid)
+    except Exception:  # noqa: BLE001 - the audit removes what is left; the delete itself is done
+        LOG.warning("could not delete the allocations of deleted server %s; the audit will", uuid, exc_info=True)

@@ -6,7 +6,7 @@ import uuid as uuidlib
 
 import falcon
 
-from billeting.api.compute import availability_zones, paging, schemas, views
+from billeting.api.compute import availability_zones, paging, partial, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import bad_request, conflict, not_found
 from billeting.apidb import cell_mappings
@@ -14,6 +14,7 @@ from billeting.cells import instances as inst
 from billeting.cells import moves as cell_moves
 from billeting.cells import services as svc
 from billeting.cells.audit import MIGRATION_DONE
+from billeting.cells.health import CellUnavailable
 from billeting.cells.hosts import host_reports
 from billeting.cells.rpc import ComputeAPI
 from billeting.placement_client.client import PlacementError
@@ -27,11 +28,29 @@ def service_uuid(cell: str, host: str, binary: str) -> str:
     return str(uuidlib.uuid5(_NS, f"{cell}/{host}/{binary}"))
 
 
-def _all_services(deps: ComputeAPIDeps) -> list[tuple[str, svc.ServiceRecord]]:
+def _all_services(deps: ComputeAPIDeps, down: set[str] | None = None) -> list[tuple[str, svc.ServiceRecord]]:
+    """(cell, service) of every cell that answers; the names of those that
+    do not are added to ``down`` (when given)."""
     found = []
     for cell, handle in sorted(deps.cells.cells().items()):
-        found.extend((cell, record) for record in svc.listing(handle.engine))
+        try:
+            records = deps.cells.read(cell, lambda engine=handle.engine: svc.listing(engine))
+        except CellUnavailable:
+            if down is not None:
+                down.add(cell)
+            continue
+        found.extend((cell, record) for record in records)
     return found
+
+
+def down_cell_services(deps: ComputeAPIDeps, down: set[str], zones: dict[str, str]) -> list[dict]:
+    """The compute services of cells that do not answer (2.69+), as the API
+    database knows them: each host mapped to such a cell, status UNKNOWN."""
+    if not down:
+        return []
+    hosts = cell_mappings.host_cells(deps.api_engine)
+    return [{"binary": views.NOVA_BINARY[svc.COMPUTE], "host": host, "zone": zones.get(host, availability_zones.
+             DEFAULT_ZONE), "status": "UNKNOWN"} for host, cell in sorted(hosts.items()) if cell in down]
 
 
 def service_view(cell: str, record: svc.ServiceRecord, ctx: RequestContext, down_s: float,
@@ -81,8 +100,11 @@ class Services:
         ctx: RequestContext = req.context.nova
         ctx.authorize("os_compute_api:os-services:list")
         zones = availability_zones.host_zones(self.deps, best_effort=True)
+        down: set[str] = set()
         bodies = [service_view(cell, rec, ctx, self.deps.service_down_time_s, zones)
-                  for cell, rec in _all_services(self.deps)]
+                  for cell, rec in _all_services(self.deps, down)]
+        if ctx.version.at_least(partial.MICROVERSION):
+            bodies.extend(down_cell_services(self.deps, down, zones))
         if req.params.get("host"):
             bodies = [b for b in bodies if b["host"] == req.params["host"]]
         if req.params.get("binary"):
@@ -198,10 +220,15 @@ class Hypervisors:
         """(cell, node, its service, its host report, its servers or None) of every node."""
         found = []
         for cell, handle in sorted(self.deps.cells.cells().items()):
-            reports = host_reports(handle.engine, cell=cell, down_time_s=self.deps.service_down_time_s)
-            services = {r.host: r for r in svc.listing(handle.engine, svc.COMPUTE)}
-            servers = inst.by_node(handle.engine) if with_servers else None
-            for node in svc.nodes(handle.engine):
+            def read(engine=handle.engine, cell=cell):
+                return (host_reports(engine, cell=cell, down_time_s=self.deps.service_down_time_s),
+                        {r.host: r for r in svc.listing(engine, svc.COMPUTE)},
+                        inst.by_node(engine) if with_servers else None, svc.nodes(engine))
+            try:
+                reports, services, servers, nodes = self.deps.cells.read(cell, read)
+            except CellUnavailable:  # (its nodes are left out until it answers)
+                continue
+            for node in nodes:
                 found.append((cell, node, services.get(node.host), reports.get(node.nodename),
                               servers.get(node.nodename, []) if servers is not None else None))
         return found
