@@ -259,12 +259,12 @@ def listing_plane(deployment, api_engine):
     catalog = CellCatalog(api_engine, handles, deployment.cells["cell0"].engine)
     plane = ControlPlane(api_engine=api_engine, cells=catalog, placement=deployment.placement,
                          catalog_refresh_s=0.0)
-    yield falcon.testing.TestClient(plane.app()), engines
+    yield falcon.testing.TestClient(plane.app()), engines, catalog
     plane.close()
 
 
 def test_listings_match_a_reference_that_reads_everything(listing_plane, api_engine):
-    client, engines = listing_plane
+    client, engines, _ = listing_plane
     rng = random.Random(29)
     servers = _servers(rng, 90)
     _write(api_engine, engines, servers)
@@ -298,7 +298,7 @@ def test_listings_match_a_reference_that_reads_everything(listing_plane, api_eng
 
 
 def test_following_next_links_walks_the_whole_listing_once(listing_plane, api_engine):
-    client, engines = listing_plane
+    client, engines, _ = listing_plane
     rng = random.Random(7)
     servers = _servers(rng, 60)
     _write(api_engine, engines, servers)
@@ -315,3 +315,59 @@ def test_following_next_links_walks_the_whole_listing_once(listing_plane, api_en
             links = r.json.get("servers_links")
             path = links[0]["href"][links[0]["href"].index("/v2.1/"):] if links else None
         assert got == want, query
+
+
+def _walk(client, query: list[tuple[str, str]], version: int, limit: int = 7) -> list[str]:
+    """Every id of a listing, page by page through its next links."""
+    headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": f"compute 2.{version}"}
+    path, got = "/v2.1/servers/detail?" + urlencode([*query, ("limit", str(limit))]), []
+    while path:
+        r = client.simulate_get(path.split("?")[0], query_string=path.split("?", 1)[1], headers=headers)
+        assert r.status_code == 200, r.text
+        got += [s["id"] for s in r.json["servers"]]
+        links = r.json.get("servers_links")
+        path = links[0]["href"][links[0]["href"].index("/v2.1/"):] if links else None
+    return got
+
+
+def test_a_cell_that_is_down_is_paged_after_the_others(listing_plane, api_engine):
+    """From 2.69 the servers of a cell that does not answer follow all the
+    others, oldest first, and pages go through the boundary and through
+    them; before 2.69, or with a filter only a cell could apply, they are
+    left out and a marker among them is a 400."""
+    from billeting.api.compute import partial
+    from billeting.cells.health import HealthSettings
+    from tests.cells.conftest import wait_for
+    from tests.controlplane.test_cell_down import cut
+
+    client, engines, catalog = listing_plane
+    catalog.health.settings = HealthSettings(timeout_s=1.0, skip_s=0.2)
+    rng = random.Random(3)
+    servers = _servers(rng, 50)
+    _write(api_engine, engines, servers)
+    everyone = [("all_tenants", "1")]
+    up = [s for s in servers if s.cell != "cell2"]
+    known = partial.known(api_engine, [s.uuid for s in servers if s.cell == "cell2"])
+    down = sorted(known, key=lambda u: (views.iso(known[u].created_at), u))
+    assert len(down) > 5
+    restore = cut(catalog, "cell2")
+    try:
+        healthy = reference(up, everyone, project="admin", admin=True, version=90)[1]
+        assert _walk(client, everyone, 69) == healthy + down
+        assert _walk(client, everyone, 68) == healthy
+        assert _walk(client, [*everyone, ("name", "a")], 69) == \
+            reference(up, [*everyone, ("name", "a")], project="admin", admin=True, version=90)[1]
+        headers = {"X-Auth-Token": "admin", "OpenStack-API-Version": "compute 2.69"}
+        r = client.simulate_get("/v2.1/servers", query_string=urlencode([*everyone, ("marker", down[2]),
+                                                                          ("limit", "2")]), headers=headers)
+        assert [s["id"] for s in r.json["servers"]] == down[3:5] and r.json["servers"][0]["status"] == "UNKNOWN"
+        for query in ([("marker", down[2])], [("marker", down[2]), ("name", "a")]):
+            r = client.simulate_get("/v2.1/servers", query_string=urlencode([*everyone, *query]),
+                                    headers={**headers, "OpenStack-API-Version": "compute 2.68"}
+                                    if len(query) == 1 else headers)
+            assert r.status_code == 400 and "marker" in r.text, (query, r.text)
+    finally:
+        restore()
+    # back once the cell answers again (probed after its short skip)
+    wait_for(lambda: _walk(client, everyone, 69) == reference(servers, everyone, project="admin", admin=True,
+                                                              version=90)[1], what="cell2 listed again")
