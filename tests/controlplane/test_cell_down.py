@@ -194,3 +194,22 @@ def test_deleting_a_server_still_waiting_for_its_hand_off_frees_its_claim(two_ce
     assert p.status(uuid) == "BUILD"
     assert p.call("DELETE", f"/v2.1/servers/{uuid}").status_code == 204
     assert not p.d.placement.get_allocations(uuid).allocations
+
+
+def test_a_process_started_while_a_cell_is_down_serves_the_others(api_engine, deployment):
+    """``CellCatalog.open`` with one cell's database refusing: no error; that
+    cell is marked down and read again once its skip window has passed."""
+    from billeting.apidb import cell_mappings
+
+    wiring = deployment.cell("cell1")
+    cell_mappings.ensure_cell(api_engine, name="cell1", database_connection=str(wiring.cell.database_url),
+                              transport_url="memory:///cell1-open")
+    cell_mappings.ensure_cell(api_engine, name="cell9", transport_url="memory:///cell9-open",
+                              database_connection=f"postgresql+psycopg://nobody@127.0.0.1:{free_port()}/gone")
+    catalog = CellCatalog.open(api_engine)
+    try:
+        assert catalog.health.is_down("cell9") and not catalog.health.is_down("cell1")
+        assert set(catalog.cells()) == {"cell1", "cell9"}
+        assert "connect_timeout=3" in catalog.engine_of("cell9").url.render_as_string()
+    finally:
+        catalog.close()
