@@ -160,8 +160,9 @@ class Deployment:
     procs: dict[str, Proc] = field(default_factory=dict)
     placement_url: str = ""
     api_url: str = ""
-    # How long a process may take to start (a loaded machine needs more).
-    startup_timeout: float = 60.0
+    # How long a process may take to start (a loaded machine needs more:
+    # BILLETING_E2E_STARTUP_TIMEOUT seconds).
+    startup_timeout: float = field(default_factory=lambda: float(os.environ.get("BILLETING_E2E_STARTUP_TIMEOUT", "60")))
 
     # --- starting ---------------------------------------------------------------------
 

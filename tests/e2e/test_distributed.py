@@ -103,9 +103,9 @@ def test_a_hundred_servers_on_two_cells_with_failing_builds(deployment_factory):
         for host in cell.hosts:
             d.start_compute(cell, host, build_time=0.3, failure_rate=0.2, wait=False)
     for cell in d.cells:
-        d.procs[f"conductor-{cell.name}"].wait_for_line(f"serving cell {cell.name}")
+        d.procs[f"conductor-{cell.name}"].wait_for_line(f"serving cell {cell.name}", d.startup_timeout)
         for host in cell.hosts:
-            d.procs[f"compute-{host}"].wait_for_line(f"compute {host} serving")
+            d.procs[f"compute-{host}"].wait_for_line(f"compute {host} serving", d.startup_timeout)
     d.start_control_plane()
     assert_cells_isolated(d)
     create_flavor(d)
@@ -191,9 +191,9 @@ def test_killed_computes_and_conductors_leave_truthful_instances(deployment_fact
     d.start_compute(cell2, "flaky", build_time=3, failure_rate=1, memory_mb=98304, wait=False)
     d.start_compute(cell2, "steady-b", build_time=0.3, failure_rate=0, wait=False)
     for name in ("conductor-cell1", "conductor-cell2"):
-        d.procs[name].wait_for_line("serving cell")
+        d.procs[name].wait_for_line("serving cell", d.startup_timeout)
     for host in ("slow", "steady-a", "flaky", "steady-b"):
-        d.procs[f"compute-{host}"].wait_for_line(f"compute {host} serving")
+        d.procs[f"compute-{host}"].wait_for_line(f"compute {host} serving", d.startup_timeout)
     d.start_control_plane(schedulers=1, super_conductors=1)
     assert_cells_isolated(d)
     create_flavor(d)
