@@ -60,6 +60,15 @@ def get_many(engine: Engine, instance_uuids: Iterable[str]) -> dict[str, BuildRe
     return {r.instance_uuid: _request(r) for r in rows}
 
 
+def listing(engine: Engine, *, project_id: str | None = None) -> list[BuildRequest]:
+    """The build requests of a project (of all, for None): servers no cell
+    holds yet, a few at a time, so read whole."""
+    query = select(t.build_requests)
+    if project_id is not None:
+        query = query.where(t.build_requests.c.project_id == project_id)
+    return [_request(r) for r in run_read(engine, lambda conn: conn.execute(query).all())]
+
+
 def remove(engine: Engine, instance_uuid: str) -> bool:
     """True when this call deleted it (the super conductor then owns the build;
     False means the user deleted the server meanwhile)."""

@@ -114,6 +114,9 @@ instances = Table(
     Index(None, "host", "vm_state"),
     Index(None, "vm_state", "task_state", "updated_at"),
     Index(None, "node"),
+    # Listings: newest first across all projects, and within one (see cells.listing).
+    Index(None, "created_at", "uuid"),
+    Index(None, "project_id", "created_at", "uuid"),
     **MYSQL,
 )
 

@@ -3,57 +3,36 @@
 order (the first one, or ``desc``, for keys without their own), ``host`` and
 ``node`` are for admins only (403), keys Nova takes but cannot sort on are
 dropped silently, and anything else is a 400. Ties end in creation time and
-uuid, newest first, like the listing without a sort."""
+uuid, newest first, like the listing without a sort. Servers without a value
+(no host yet) come first in ascending order, last in descending, as NULLs
+do in Nova's database."""
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from billeting.api.compute.context import RequestContext
 from billeting.api.compute.errors import bad_request, forbidden
-from billeting.api.compute.lookup import Found
+from billeting.cells.listing import SortKey
 
-
-def _of_record(name: str) -> Callable[[Found], object]:
-    return lambda f: getattr(f.record, name) if f.record is not None else None
-
-
-def _vm_state(f: Found) -> str:
-    return f.record.vm_state.value if f.record is not None else "building"
-
-
-def _task_state(f: Found) -> str | None:
-    if f.record is None:
-        return "scheduling"
-    return f.record.task_state.value if f.record.task_state is not None else None
-
-
-def _name(f: Found) -> str:
-    return f.record.name if f.record is not None else f.build_request.name
-
-
-def _created(f: Found):
-    return f.record.created_at if f.record is not None else f.build_request.created_at
-
-
-# What each key sorts on (a server still being scheduled has no record yet).
-_KEYS: dict[str, Callable[[Found], object]] = {
-    "display_name": _name,
-    "hostname": _name,
-    "created_at": _created,
-    "updated_at": lambda f: f.record.updated_at if f.record is not None else f.build_request.created_at,
-    "launched_at": _of_record("launched_at"),
-    "terminated_at": _of_record("deleted_at"),
-    "uuid": lambda f: f.mapping.instance_uuid,
-    "project_id": lambda f: f.mapping.project_id,
-    "user_id": lambda f: f.mapping.user_id,
-    "vm_state": _vm_state,
-    "task_state": _task_state,
-    "power_state": lambda f: 1 if _vm_state(f) in ("active", "resized") else 0,
-    "availability_zone": lambda f: (f.record.availability_zone if f.record is not None
-                                    else f.build_request.availability_zone),
-    "host": _of_record("host"),
-    "node": _of_record("node"),
+# The cell column (see cells.listing) each key sorts on; a server still
+# being scheduled sorts on what its build request says.
+_KEYS: dict[str, str] = {
+    "display_name": "name",
+    "hostname": "name",
+    "created_at": "created_at",
+    "updated_at": "updated_at",
+    "launched_at": "launched_at",
+    "terminated_at": "deleted_at",
+    "uuid": "uuid",
+    "project_id": "project_id",
+    "user_id": "user_id",
+    "vm_state": "vm_state",
+    "task_state": "task_state",
+    "power_state": "power_state",
+    "availability_zone": "availability_zone",
+    "host": "host",
+    "node": "node",
 }
+# What breaks ties (and orders a listing without a sort): newest first.
+TIE_BREAKERS = (SortKey(column="created_at", descending=True), SortKey(column="uuid", descending=True))
 _ADMIN_ONLY = frozenset({"host", "node"})
 # Keys Nova's schema takes that this deployment has nothing to sort on
 # (networks, images, keys, metadata it does not keep): accepted, dropped.
@@ -74,9 +53,9 @@ def _values(params, name: str) -> list[str]:
     return [v.strip() for v in (value if isinstance(value, list) else [value])]
 
 
-def order(ctx: RequestContext, params) -> list[tuple[Callable[[Found], object], bool]]:
-    """The listing's sort as (value of a server, descending) pairs, most
-    significant first; empty when the query asks for none."""
+def order(ctx: RequestContext, params) -> list[SortKey]:
+    """The sort the query asks for, most significant first; empty when it
+    asks for none."""
     keys, dirs = _values(params, "sort_key"), _values(params, "sort_dir")
     if not keys and not dirs:
         return []
@@ -96,16 +75,20 @@ def order(ctx: RequestContext, params) -> list[tuple[Callable[[Found], object], 
             raise forbidden(f"Only administrators can sort servers by {key}")
         descending = (dirs[i] if i < len(dirs) else dirs[0] if dirs else "desc") == "desc"
         if key in _KEYS:
-            wanted.append((_KEYS[key], descending))
+            wanted.append(SortKey(column=_KEYS[key], descending=descending))
     return wanted
 
 
-def sort(found: list[Found], wanted: list[tuple[Callable[[Found], object], bool]]) -> list[Found]:
-    """``found`` in the order ``wanted`` says, ties (and everything, when
-    nothing is wanted) newest first by creation time then uuid. Servers without a value (no host yet) come first in
-    ascending order, last in descending, as NULLs do in Nova's database."""
-    ordered = sorted(found, key=lambda f: (_created(f), f.mapping.instance_uuid), reverse=True)
-    for value, descending in reversed(wanted):  # stable sorts, least significant first
-        ordered.sort(key=lambda f, value=value: ((v := value(f)) is not None, v if v is not None else 0),
-                     reverse=descending)
-    return ordered
+def complete(wanted: list[SortKey]) -> tuple[SortKey, ...]:
+    """``wanted`` followed by the tie-breakers, each column once (a later
+    mention of a column could only compare equal values): a total order,
+    since it ends in the uuid."""
+    seen: set[str] = set()
+    full = []
+    for key in (*wanted, *TIE_BREAKERS):
+        if key.column not in seen:
+            seen.add(key.column)
+            full.append(key)
+        if key.column == "uuid":
+            break
+    return tuple(full)

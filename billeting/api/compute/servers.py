@@ -1,7 +1,6 @@
 """``/servers``: create (202, handed to the super conductor), show, list across cells, delete."""
 from __future__ import annotations
 
-import itertools
 import logging
 import uuid as uuidlib
 
@@ -9,12 +8,12 @@ import falcon
 import orjson
 from sqlalchemy import Connection
 
-from billeting.api.compute import (availability_zones, name_filter, paging, partial, schemas, server_locks, server_sort,
+from billeting.api.compute import (availability_zones, paging, partial, schemas, server_listing, server_locks, server_sort,
                                    views)
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, forbidden
 from billeting.api.compute.flavors import visible as visible_flavor
-from billeting.api.compute.lookup import Found, cell_unavailable, find, find_many, read_cell
+from billeting.api.compute.lookup import Found, cell_unavailable, find, read_cell
 from billeting.apidb import build_requests, flavors, images, instance_actions, instance_mappings, request_specs
 from billeting.apidb import server_groups as group_store
 from billeting.apidb.cell_mappings import CELL0
@@ -24,8 +23,9 @@ from billeting.cells.health import CellUnavailable
 from billeting.conductor.move_protocols import StoredRequestSpec
 from billeting.conductor.super_conductor import BuildPlan
 from billeting.messaging import BusUnavailable
-from billeting.common.uuids import normalize_uuid
+from billeting.common import gcpause
 from billeting.common.db.tx import run_read, run_write
+from billeting.common.uuids import normalize_uuid
 from billeting.scheduler.nova import BadHint, Unmodelled, domain_hints, unmodelled_keys
 from billeting.scheduler.request import Destination
 
@@ -140,18 +140,13 @@ _CELL_FILTERS = ("changes-since", "changes-before", "name", "status", "host", "n
                  "availability_zone", "ip", "ip6", "locked", "tags", "tags-any", "not-tags", "not-tags-any")
 
 
-def _down_listed(deps: ComputeAPIDeps, ctx: RequestContext, params, found: list[Found], base: str,
-                 ids: dict[str, str], *, detail: bool, deleted: bool | None) -> list[tuple[Found, dict]]:
-    """What a listing shows of the servers of cells that are down: from 2.69
-    their partial bodies (after every other server, oldest first), unless the
-    listing filters on what only their cell knows; before 2.69 nothing."""
-    down = [f for f in found if f.cell_down]
-    if not down or not ctx.version.at_least(partial.MICROVERSION) or deleted is True \
-            or any(params.get(k) for k in _CELL_FILTERS):
-        return []
-    bodies = down_cell_body(deps, ctx, down, base, ids, detail=detail)
-    pairs = sorted(zip(down, bodies), key=lambda fb: (fb[1].get("created") or "", fb[1]["id"]))
-    return pairs
+def _shows_down(ctx: RequestContext, params, deleted: bool | None) -> bool:
+    """Whether a listing shows the servers of cells that are down: from 2.69
+    (with their partial bodies, after every other server, oldest first),
+    unless it lists deleted servers only or filters on what only their cell
+    knows; before 2.69 never."""
+    return (ctx.version.at_least(partial.MICROVERSION) and deleted is not True
+            and not any(params.get(k) for k in _CELL_FILTERS))
 
 
 def base_url(req: falcon.Request) -> str:
@@ -345,63 +340,31 @@ class Servers:
             params.get("project_id") or params.get("tenant_id") if ctx.is_admin else ctx.project_id)
         if ctx.is_admin and not all_tenants and project is None:
             project = ctx.project_id
-        mappings = instance_mappings.listing(self.deps.api_engine, project_id=project)
         deleted = _deleted_wanted(ctx, params)
-        every = find_many(self.deps, mappings, include_down=True)
-        found = [f for f in every if not f.cell_down and (
-            deleted is None or (f.record is not None and f.record.vm_state.value == "deleted") == deleted)]
-        paging.limit_of(params)  # (a bad limit is refused before anything is read)
-        base = base_url(req)
+        limit = paging.limit_of(params)  # (a bad limit is refused before anything is read)
+        order = server_sort.complete(server_sort.order(ctx, params))
         ids = flavor_ids(self.deps, ctx)
-        faults = _faults(self.deps, found)
-        # Bodies are built lazily, in the listing's order, and only as far as
-        # the page needs: a page of a long listing costs its own servers.
-        ordered = server_sort.sort(found, server_sort.order(ctx, params))
-        bodies = ((f, server_body(self.deps, ctx, f, base, ids, faults)) for f in ordered)
-        down = _down_listed(self.deps, ctx, params, every, base, ids, detail=detail, deleted=deleted)
-        page, links = paging.page(itertools.chain(self._filter(ctx, bodies, params), down), req,
-                                  "servers/detail" if detail else "servers", lambda fb: fb[1]["id"])
-        if detail:
-            listed = [b for _, b in page]
-        else:
-            listed = [b if f.cell_down else {"id": b["id"], "name": b["name"], "links": b["links"]} for f, b in page]
-        resp.media = {"servers": listed, **({"servers_links": links} if links else {})}
-
-    @staticmethod
-    def _filter(ctx: RequestContext, bodies, params):
-        """``bodies`` narrowed by the listing's filters, lazily; every bad
-        filter is refused here, before any body is looked at."""
-        tests: list = []
-        since, before = paging.time_window(params, changes_before=ctx.version.at_least(66))
-        if since is not None or before is not None:
-            tests.append(lambda f, b: paging.in_window(b["updated"], since, before))
-        if params.get("name"):
-            matches = name_filter.matcher(params["name"])
-            tests.append(lambda f, b: matches(b["name"]))
-        if params.get("status"):
-            wanted = _statuses(params)
-            tests.append(lambda f, b: b["status"] in wanted)
-        if params.get("host"):
-            ctx.authorize("os_compute_api:servers:allow_all_filters")
-            host = params["host"]
-            tests.append(lambda f, b: f.record is not None and f.record.host == host)
-        if params.get("node"):
-            ctx.authorize("os_compute_api:servers:allow_all_filters")
-            node = params["node"]
-            tests.append(lambda f, b: f.record is not None and f.record.node == node)
-        if params.get("flavor"):
-            flavor = params["flavor"]
-            tests.append(lambda f, b: (f.record.flavor if f.record else f.build_request.flavor).name == flavor
-                         or flavor == b.get("flavor", {}).get("id"))
-        if params.get("image"):
-            image = params["image"]
-            tests.append(lambda f, b: isinstance(b["image"], dict) and b["image"]["id"] == image)
-        if params.get("availability_zone"):
-            zone = params["availability_zone"]
-            tests.append(lambda f, b: b["OS-EXT-AZ:availability_zone"] == zone)
-        if not tests:
-            return bodies
-        return ((f, b) for f, b in bodies if all(test(f, b) for test in tests))
+        filters = server_listing.filters_of(ctx, params, project=project, deleted=deleted,
+                                            statuses=_statuses(params), flavor_ids=ids)
+        # A page of a thousand bodies makes tens of thousands of small
+        # containers: the collector runs rarely meanwhile (see gcpause).
+        with gcpause.paused():
+            listed = server_listing.list_servers(self.deps, ctx, filters=filters, order=order,
+                                                 marker=params.get("marker"), limit=limit,
+                                                 shows_down=_shows_down(ctx, params, deleted))
+            base = base_url(req)
+            if detail:
+                found = listed.found(self.deps)
+                faults = _faults(self.deps, found)
+                bodies = [server_body(self.deps, ctx, f, base, ids, faults) for f in found]
+            else:  # what the index shows the listing's rows hold
+                bodies = [{"id": r.uuid, "name": r.name, "links": views.link(base, "servers", r.uuid)}
+                          for r in listed.rows]
+            if listed.down:  # after every other server (see _shows_down)
+                bodies += down_cell_body(self.deps, ctx, listed.down, base, ids, detail=detail)
+            links = (paging.next_link(req, "servers/detail" if detail else "servers", limit, bodies[-1]["id"])
+                     if listed.more and bodies else [])
+            resp.data = orjson.dumps({"servers": bodies, **({"servers_links": links} if links else {})})
 
 
 class Server:

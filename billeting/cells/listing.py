@@ -1,0 +1,231 @@
+"""One cell's share of a server listing: its first rows in the listing's
+order after a position, with the listing's filters applied in SQL.
+
+The compute API lists across cells by asking every cell for at most
+``limit`` rows in the requested order after the marker's sort values and
+merging what they return, so a page costs ``limit`` rows per cell however
+many servers there are. This module is the cell side of that: it knows the
+instances table, nothing of the API's bodies.
+
+The order is the one the API promises on every backend: text by code
+point (PostgreSQL is told ``COLLATE "C"``; the MySQL tables are
+``utf8mb4_bin``, SQLite compares bytes), NULLs first when ascending and last
+when descending, and a complete order ends in ``uuid`` so that "after a
+position" is exact. Only scalar columns are read here (the JSON ones only
+when a filter needs them): the API fetches the full records of the rows
+that make its page.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import msgspec
+from sqlalchemy import Engine, and_, case, false, or_, select, true
+from sqlalchemy.sql.elements import ColumnElement
+
+from billeting.cells import tables as t
+from billeting.common.db.tx import run_read
+
+_c = t.instances.c
+
+# Sortable columns by the name a SortKey uses; power_state is derived from vm_state.
+_POWERED = ("active", "resized")
+SORT_COLUMNS = frozenset({"name", "created_at", "updated_at", "launched_at", "deleted_at", "uuid", "project_id",
+                          "user_id", "vm_state", "task_state", "power_state", "availability_zone", "host", "node"})
+# Text whose order is the same under every collation (lowercase hex uuids,
+# dashes at fixed places): compared as stored, so the indexes serve it.
+_PLAIN_TEXT = frozenset({"uuid"})
+_TEXT = frozenset({"name", "uuid", "project_id", "user_id", "vm_state", "task_state", "availability_zone", "host",
+                   "node"})
+
+
+class SortKey(msgspec.Struct, frozen=True, kw_only=True):
+    column: str        # one of SORT_COLUMNS
+    descending: bool
+
+
+class StatePair(msgspec.Struct, frozen=True, kw_only=True):
+    """A (vm_state, task_state) a status filter keeps."""
+    vm_state: str
+    task_state: str | None
+
+
+class ListFilters(msgspec.Struct, frozen=True, kw_only=True):
+    """What a listing keeps, as SQL can say it exactly or as a superset
+    (the API checks the rest on what comes back)."""
+    project_id: str | None = None
+    deleted: bool | None = False            # True: deleted only, False: live only, None: both
+    states: tuple[StatePair, ...] | None = None
+    host: str | None = None
+    node: str | None = None
+    availability_zone: str | None = None
+    updated_from: dt.datetime | None = None    # naive UTC, inclusive
+    updated_until: dt.datetime | None = None   # naive UTC, exclusive
+
+
+class ListQuery(msgspec.Struct, frozen=True, kw_only=True):
+    filters: ListFilters
+    order: tuple[SortKey, ...]               # complete: ends in uuid
+    after: tuple | None = None               # the sort values of the position to start after
+    limit: int
+    with_flavor_image: bool = False          # read the flavor's name and the image's id too
+
+
+class ListedRow(msgspec.Struct, frozen=True):
+    """What a listing sorts and filters a server on (a cell's row, or a
+    server the API database still holds as a build request). Fields in
+    ``_SCALARS``' order: a row of ``page``'s SELECT builds one positionally."""
+    uuid: str
+    name: str
+    project_id: str
+    user_id: str
+    vm_state: str
+    task_state: str | None
+    host: str | None
+    node: str | None
+    availability_zone: str | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    launched_at: dt.datetime | None
+    deleted_at: dt.datetime | None
+    flavor_name: str | None = None   # read only when ListQuery.with_flavor_image
+    image_id: str | None = None
+    cell: str | None = None          # None: a build request
+
+    @property
+    def power_state(self) -> int:
+        return 1 if self.vm_state in _POWERED else 0
+
+
+def sort_values(row: ListedRow, order: tuple[SortKey, ...]) -> tuple:
+    """``row``'s values for ``order``: what ``ListQuery.after`` holds."""
+    return tuple(getattr(row, key.column) for key in order)
+
+
+class _FlavorName(msgspec.Struct):
+    name: str = ""  # (Flavor and Image omit defaults when written)
+
+
+class _ImageId(msgspec.Struct):
+    id: str = ""
+
+
+_flavor_name = msgspec.json.Decoder(_FlavorName).decode
+_image_id = msgspec.json.Decoder(_ImageId).decode
+_SCALARS = ("uuid", "name", "project_id", "user_id", "vm_state", "task_state", "host", "node", "availability_zone",
+            "created_at", "updated_at", "launched_at", "deleted_at")
+
+
+def _expression(column: str, postgres: bool) -> ColumnElement:
+    if column == "power_state":
+        return case((_c.vm_state.in_(_POWERED), 1), else_=0)
+    col = getattr(_c, column)
+    if postgres and column in _TEXT and column not in _PLAIN_TEXT:
+        return col.collate("C")
+    return col
+
+
+def _nullable(column: str) -> bool:
+    return column != "power_state" and getattr(_c, column).nullable
+
+
+def _after(order: tuple[SortKey, ...], values: tuple, postgres: bool) -> ColumnElement:
+    """Rows strictly after ``values`` in ``order``: for each key, equal on the
+    keys before it and after on it. The first key also bounds the scan on its
+    own, so that an index on it starts at the position instead of reading
+    everything before it."""
+    def equal(expr, v):
+        return expr.is_(None) if v is None else expr == v
+
+    def beyond(expr, nullable, descending, v):
+        if v is None:  # NULLs come first ascending: everything not NULL is after
+            return expr.is_not(None) if not descending else false()
+        if descending:
+            return or_(expr < v, expr.is_(None)) if nullable else expr < v
+        return expr > v
+
+    exprs = [(_expression(k.column, postgres), _nullable(k.column), k.descending) for k in order]
+    branches = []
+    for i, (expr, nullable, descending) in enumerate(exprs):
+        same = [equal(e, v) for (e, _, _), v in zip(exprs[:i], values[:i])]
+        branches.append(and_(*same, beyond(expr, nullable, descending, values[i])))
+    condition = or_(*branches)
+    expr, nullable, descending = exprs[0]
+    first = values[0]
+    if first is not None and not nullable:
+        condition = and_(expr <= first if descending else expr >= first, condition)
+    elif first is not None and not descending:
+        condition = and_(expr >= first, condition)
+    return condition
+
+
+def _where(f: ListFilters) -> list[ColumnElement]:
+    conds: list[ColumnElement] = []
+    if f.project_id is not None:
+        conds.append(_c.project_id == f.project_id)
+    if f.deleted is True:
+        conds.append(_c.vm_state == "deleted")
+    elif f.deleted is False:
+        conds.append(_c.vm_state != "deleted")
+    if f.states is not None:
+        conds.append(or_(false(), *(and_(_c.vm_state == s.vm_state,
+                                         _c.task_state.is_(None) if s.task_state is None
+                                         else _c.task_state == s.task_state) for s in f.states)))
+    for column in ("host", "node", "availability_zone"):
+        value = getattr(f, column)
+        if value is not None:
+            conds.append(getattr(_c, column) == value)
+    if f.updated_from is not None:
+        conds.append(_c.updated_at >= f.updated_from)
+    if f.updated_until is not None:
+        conds.append(_c.updated_at < f.updated_until)
+    return conds
+
+
+def statement(query: ListQuery, dialect: str):
+    """The SELECT of ``page`` for a backend (``dialect`` is SQLAlchemy's name)."""
+    postgres = dialect == "postgresql"
+    columns = [getattr(_c, name) for name in _SCALARS]
+    if query.with_flavor_image:
+        columns += [_c.flavor, _c.image]
+    stmt = select(*columns).where(true(), *_where(query.filters))
+    if query.after is not None:
+        stmt = stmt.where(_after(query.order, query.after, postgres))
+    ordering = []
+    for key in query.order:
+        expr = _expression(key.column, postgres)
+        by = expr.desc() if key.descending else expr.asc()
+        if postgres and _nullable(key.column):  # PostgreSQL's NULLs sort high; the others' low, as promised
+            by = by.nulls_last() if key.descending else by.nulls_first()
+        ordering.append(by)
+    return stmt.order_by(*ordering).limit(query.limit)
+
+
+def page(engine: Engine, query: ListQuery, *, cell: str) -> list[ListedRow]:
+    """At most ``query.limit`` of the cell's instances that pass its filters,
+    in its order, after ``query.after``; one read."""
+    stmt = statement(query, engine.dialect.name)
+    rows = run_read(engine, lambda conn: conn.execute(stmt).all())
+    if not query.with_flavor_image:
+        return [ListedRow(*row, cell=cell) for row in rows]
+    scalars = len(_SCALARS)
+    return [ListedRow(*row[:scalars], flavor_name=_flavor_name(row[scalars]).name,
+                      image_id=_image_id(row[scalars + 1]).id if row[scalars + 1] else None, cell=cell)
+            for row in rows]
+
+
+def present(engine: Engine, uuids: list[str]) -> set[str]:
+    """Which of ``uuids`` the cell holds (a server handed to a cell while
+    its build request was being read shows once, from the cell)."""
+    found: set[str] = set()
+    for start in range(0, len(uuids), 500):
+        chunk = uuids[start:start + 500]
+        found.update(run_read(engine, lambda conn: conn.execute(
+            select(_c.uuid).where(_c.uuid.in_(chunk))).scalars().all()))
+    return found
+
+
+def naive_utc(value: dt.datetime) -> dt.datetime:
+    """``value`` as the cells store times: naive UTC."""
+    return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+
