@@ -163,7 +163,7 @@ def hand_off(run, out: Path, *, html: bool = True) -> int:
 
     designs = []
     for d in run.designs:
-        bound = packing.bounds(d.hosts, d.placements, seed=run.seed) if d.placements else None
+        bound = packing.bounds(d.hosts, d.placements, groups=d.groups, seed=run.seed) if d.placements else None
         designs.append(msgspec.structs.replace(d, packing=bound))
     run = msgspec.structs.replace(run, designs=designs)
 
