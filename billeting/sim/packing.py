@@ -18,10 +18,12 @@ server groups, see ``sim.packing_model``) is bracketed by two figures:
   anti-affinity group. Every legal packing satisfies it, so its optimum
   rounded up is a lower bound. Affinity and domain scopes above the host are
   relaxed away there (still a lower bound, only a weaker one).
-* The heuristic upper bound is first-fit decreasing: server groups first,
-  then instance kinds largest first, each onto the first host (in one of a
-  few host orders) where a legal layout fits; the run's own placement counts
-  too when it is legal. ``upper_method`` names which one won.
+* The heuristic upper bound is the best of a few greedy packings, server
+  groups first in each: first-fit decreasing (instance kinds largest first,
+  each onto the first host of a host order where a legal layout fits) and a
+  alignment fill (host by host, the kind that best matches what the host
+  has left). The run's own placement counts too when it is legal.
+  ``upper_method`` names which one won.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ IP_DUAL = "integer program's proven bound (HiGHS, stopped at the time limit)"
 IP_BEST = "integer program's best packing (HiGHS, stopped at the time limit)"
 LP = "LP relaxation (HiGHS), rounded up"
 VOLUME = "volume per class over the largest host (HiGHS gave nothing better)"
-HEURISTIC = "heuristic: first-fit decreasing"
+HEURISTIC = "heuristic: best of greedy packings (first-fit decreasing, alignment fill)"
 AS_PLACED = "the run's own placement"
 
 
@@ -84,7 +86,7 @@ def bounds(hosts: list[HostCapacity], placements: list[Placement], *,
         notes.append(note)
         if lp is not None and lp >= lower:
             lower, lower_how = lp, LP
-        ff, note = _heuristic(prob, deadline, seed)
+        ff, note = _heuristic(prob, deadline, seed, target=lower)
         notes.append(note)
         if ff is not None and (upper is None or ff < upper):
             upper, upper_how = ff, HEURISTIC
@@ -397,14 +399,17 @@ class _Fleet:
             res[i] = [r + v for r, v in zip(res[i], use)]
 
 
-def _first_fit(prob: pm.Problem, order: list[int]) -> int | None:
-    f = _Fleet(prob)
+def _size_of(prob: pm.Problem):
     scale = [max((p.cap[c] for s in prob.shapes for p in s), default=1) or 1
              for c in range(len(prob.classes))]
 
     def size(k: int) -> float:
         return sum(v / scale[c] for pc in prob.kinds[k].pieces for c, v in enumerate(pc))
+    return size, scale
 
+
+def _place_groups(prob: pm.Problem, f: _Fleet, order: list[int], size) -> bool:
+    """Server groups first (they constrain most), the largest group first."""
     by_group: dict[str, list[int]] = defaultdict(list)
     for k, kind in enumerate(prob.kinds):
         if kind.group:
@@ -420,9 +425,19 @@ def _first_fit(prob: pm.Problem, order: list[int]) -> int | None:
                         f.members[g][dom] += 1
                         break
                 else:
-                    return None
+                    return False
         elif not _affine(prob, f, rule, members, order):
-            return None
+            return False
+    return True
+
+
+def _first_fit(prob: pm.Problem, order: list[int]) -> int | None:
+    """First-fit decreasing: each kind, largest first, onto the first host
+    in ``order`` with room for it."""
+    f = _Fleet(prob)
+    size, _ = _size_of(prob)
+    if not _place_groups(prob, f, order, size):
+        return None
     loose = sorted((k for k, kind in enumerate(prob.kinds) if not kind.group), key=lambda k: -size(k))
     for k in loose:
         at = 0   # hosts before ``at`` cannot take this kind any more: they only fill up
@@ -432,6 +447,50 @@ def _first_fit(prob: pm.Problem, order: list[int]) -> int | None:
             if at == len(order):
                 return None
     return len(f.used)
+
+
+def _aligned_fill(prob: pm.Problem, order: list[int]) -> int | None:
+    """Host by host: fill each host in ``order`` with the kind whose demand
+    best matches what the host has left (``_alignment``), until nothing
+    fits, then open the next. It keeps the classes of a host in balance
+    where first-fit fills one and strands the others."""
+    f = _Fleet(prob)
+    size, scale = _size_of(prob)
+    if not _place_groups(prob, f, order, size):
+        return None
+    left = {k: prob.count[k] for k, kind in enumerate(prob.kinds) if not kind.group and prob.count[k]}
+    demand = {k: [sum(pc[c] for pc in prob.kinds[k].pieces) / scale[c] for c in range(len(scale))]
+              for k in left}
+    for hi in order:
+        if not left:
+            break
+        cands = list(left)
+        full = prob.shape_capacity(prob.hosts[hi].shape)
+        while cands:
+            room = [sum(r[c] for r in f.resid[hi]) / (full[c] or 1) for c in range(len(scale))]
+            cands.sort(key=lambda k: -_alignment(demand[k], room, full, scale))
+            for j, k in enumerate(cands):
+                if f.place(k, hi) is not None:
+                    left[k] -= 1
+                    if not left[k]:
+                        del left[k]
+                        cands.remove(k)
+                    break
+            else:
+                break
+            # kinds that did not fit before the one placed will not fit now either
+            cands = [k for k in cands[j:] if k in left] if j else cands
+    return None if left else len(f.used)
+
+
+def _alignment(demand: list[float], room: list[float], full: tuple[int, ...], scale: list[float]) -> float:
+    """Cosine between an instance's demand and a host's free room, both as
+    shares of that host's capacity: 1.0 takes the classes in the proportion
+    the host has them left."""
+    d = [v * scale[c] / (full[c] or 1) for c, v in enumerate(demand)]
+    dot = sum(a * b for a, b in zip(d, room))
+    norm = math.sqrt(sum(a * a for a in d)) * math.sqrt(sum(b * b for b in room))
+    return dot / norm if norm else 0.0
 
 
 def _affine(prob: pm.Problem, f: _Fleet, rule: GroupRule, members: list[int], order: list[int]) -> bool:
@@ -459,7 +518,8 @@ def _affine(prob: pm.Problem, f: _Fleet, rule: GroupRule, members: list[int], or
     return False
 
 
-def _heuristic(prob: pm.Problem, deadline: float, seed: int) -> tuple[int | None, str]:
+def _heuristic(prob: pm.Problem, deadline: float, seed: int, target: int = 0) -> tuple[int | None, str]:
+    """The best greedy packing; it stops at ``target`` (the lower bound: none can be better)."""
     cap = [sum(prob.shape_capacity(h.shape)) for h in prob.hosts]
     n = len(prob.hosts)
     orders = [sorted(range(n), key=lambda i: -cap[i]), list(range(n)),
@@ -469,16 +529,17 @@ def _heuristic(prob: pm.Problem, deadline: float, seed: int) -> tuple[int | None
         o = list(range(n))
         rng.shuffle(o)
         orders.append(o)
+    runs = [(_aligned_fill, orders[0])] + [(_first_fit, o) for o in orders] + [(_aligned_fill, o) for o in orders[1:]]
     best: int | None = None
     tried = 0
-    for o in orders:
-        if tried and time.monotonic() >= deadline:
+    for fill, o in runs:
+        if tried and (time.monotonic() >= deadline or (best is not None and best <= target)):
             break
-        got = _first_fit(prob, o)
+        got = fill(prob, o)
         tried += 1
         if got is not None and (best is None or got < best):
             best = got
-    note = f"first-fit decreasing over {tried} host order(s)"
-    if tried < len(orders):
-        note += f", stopped at the time limit (of {len(orders)}; the upper bound may not be its best)"
+    note = f"best of {tried} greedy packings (first-fit decreasing, alignment fill; several host orders)"
+    if tried < len(runs) and (best is None or best > target):
+        note += f", stopped at the time limit (of {len(runs)}; the upper bound may not be its best)"
     return best, note
