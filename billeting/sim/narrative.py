@@ -8,7 +8,7 @@ difference rather than repeating the argument.
 """
 from __future__ import annotations
 
-from billeting.sim.figures import extra_attempts, packing_ratio
+from billeting.sim.figures import extra_attempts, method_tag, packing_ratio
 from billeting.sim.results import DesignResult, RunResult
 
 # Below these, two figures are "about the same" in the prose.
@@ -181,11 +181,24 @@ def _packing(run: RunResult) -> list[str]:
         if p is None or p.lp_bound is None:
             continue
         r = packing_ratio(d)
-        comp = f", compaction {_n(p.compaction)}" if p.compaction is not None else ""
-        over = f" ({100 * (r - 1):.0f}% above the bound)" if r and r > 1 else " (optimal)"
-        bits.append(f"{d.name} {_n(p.hosts_in_use)} hosts against an LP lower bound of "
-                    f"{_n(p.lp_bound)}{comp}{over}")
-    return ["Packing: " + "; ".join(bits) + "."] if bits else []
+        over = f" ({100 * (r - 1):.0f}% above the optimum)" if r and r > 1 else " (optimal)"
+        if p.exact:
+            how = f"the fewest they fit on is {_n(p.lp_bound)}"
+            if p.lower_method.startswith("exact"):
+                how += " (solved exactly)"
+            bits.append(f"{d.name} {_n(p.hosts_in_use)} hosts; {how}{over}")
+            continue
+        over = f" ({100 * (r - 1):.0f}% above the lower bound)" if r and r > 1 else " (optimal)"
+        low = f" ({tag(p.lower_method)})" if p.lower_method else ""
+        up = "" if p.compaction is None else f", and a packing on {_n(p.compaction)} was found" + (
+            f" ({tag(p.upper_method)})" if p.upper_method else "")
+        bits.append(f"{d.name} {_n(p.hosts_in_use)} hosts against a lower bound of "
+                    f"{_n(p.lp_bound)}{low}{up}{over}")
+    return ["Packing, under every rule the checker enforces: " + "; ".join(bits) + "."] if bits else []
+
+
+def tag(method: str) -> str:
+    return method_tag(method).replace("IP", "integer program's bound").replace("LP", "LP relaxation")
 
 
 def _violations(run: RunResult) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 from billeting.sim.figures import extra_attempts
 from billeting.sim.narrative import explain
 from billeting.sim.results import DesignResult, RunResult
-from billeting.sim.table import rows, workload
+from billeting.sim.table import HOSTS_LEGEND, rows, workload
 
 # One colour per design, in the order of the run, the same in every plot.
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
@@ -191,10 +191,10 @@ def _fig_packing(run: RunResult) -> dict:
     data = [
         dict(type="bar", name="hosts in use", x=names, y=series("hosts_in_use"),
              marker=dict(color="#1f77b4"), text=series("hosts_in_use"), textposition="outside"),
-        dict(type="bar", name="compaction (repacked, upper bound)", x=names,
+        dict(type="bar", name="upper bound (a legal packing found)", x=names,
              y=series("compaction"), marker=dict(color="#9467bd"),
              text=series("compaction"), textposition="outside"),
-        dict(type="bar", name="LP lower bound", x=names, y=series("lp_bound"),
+        dict(type="bar", name="lower bound (none can use fewer)", x=names, y=series("lp_bound"),
              marker=dict(color="#7f7f7f"), text=series("lp_bound"), textposition="outside"),
     ]
     top = max((v for attr in ("hosts_in_use", "compaction", "lp_bound")
@@ -245,8 +245,20 @@ def _summary_table(run: RunResult) -> str:
         body.append(f"<tr><th>{e(label)}</th>{tds}</tr>")
     return (f'<table class="summary"><thead><tr><th>figure</th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>'
-            '<p class="legend">✓ best on that row. Hosts row: in use / LP lower bound / '
-            'compaction; it is judged on hosts in use over the LP bound.</p>')
+            f'<p class="legend">✓ best on that row; {e(HOSTS_LEGEND)}.</p>')
+
+
+def _bound_text(d: DesignResult) -> str:
+    e = html.escape
+    p = d.packing
+    if p is None:
+        return "not computed"
+    if not p.lower_method:
+        return e(p.solver)
+    low = "?" if p.lp_bound is None else f"{p.lp_bound:,}"
+    up = "?" if p.compaction is None else f"{p.compaction:,}"
+    return (f"lower {low} ({e(p.lower_method)}), upper {up} ({e(p.upper_method or 'none found')})"
+            f"{'; the optimum' if p.exact else ''} &mdash; {e(p.solver)}")
 
 
 def _details(d: DesignResult, i: int) -> str:
@@ -262,13 +274,13 @@ def _details(d: DesignResult, i: int) -> str:
         viol += f"<li>… and {len(d.violations) - 20:,} more</li>"
     spread = ", ".join(f"{e(k)} {v:.2f}" for k, v in d.anti_affinity_spread.items())
     stranded = ", ".join(f"{e(k)} {100 * v:.1f}%" for k, v in d.stranded.items())
-    solver = e(d.packing.solver) if d.packing else "not computed"
+    solver = _bound_text(d)
     return (f'<div class="design" style="border-left:5px solid {_color(i)}">'
             f"<h3>{e(d.name)} <small>{e(d.design)}; {knobs}</small></h3>"
             f"<p>{d.requested:,} instances requested, {d.succeeded:,} ACTIVE, {d.errored:,} ERROR; "
             f"{d.placement_requests:,} Placement requests; run took {d.wall_s:.1f} s.</p>"
             f"<p>Stranded capacity: {stranded or 'n/a'}. Anti-affinity spread: "
-            f"{spread or 'n/a'}. Packing bound: {solver}.</p>"
+            f"{spread or 'n/a'}.</p><p>Packing bounds: {solver}.</p>"
             + (f"<p>Why builds ended in ERROR:</p><ul>{errs}</ul>" if errs else "")
             + (f'<p class="bad">Constraint violations:</p><ul>{viol}</ul>' if viol
                else "<p>No constraint violations.</p>")

@@ -66,7 +66,7 @@ def test_other_designs_described_one_by_one():
 
 def test_packing_sentence_and_missing_bound():
     d = design("a", hosts_in_use=101, lp_bound=101, compaction=101)
-    assert "101 hosts against an LP lower bound of 101, compaction 101 (optimal)" in explain(run(d))
+    assert "101 hosts against a lower bound of 101, and a packing on 101 was found (optimal)" in explain(run(d))
     d = replace(d, packing=None)
     assert "Packing" not in explain(run(d))
 
