@@ -29,7 +29,7 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
 PLOTS = [
     ("builds", "Builds: succeeded vs failed"),
     ("retries", "Retries: upcalls, claim conflicts, retried builds"),
-    ("latency", "Scheduler latency (ms, real time)"),
+    ("latency", "Scheduler latency (ms, real time; designs ran one after another)"),
     ("active", "Time to ACTIVE (s, virtual)"),
     ("fill", "Fleet fill over time (virtual)"),
     ("packing", "Packing: hosts in use vs the bounds"),
@@ -361,8 +361,11 @@ for (const [key, fig] of Object.entries(FIGURES)) {{
 
 def write(run: RunResult, path: str | os.PathLike) -> Path:
     """Write the report atomically (a half-written report is never left)."""
+    return write_atomic(render(run), path)
+
+
+def write_atomic(text: str, path: str | os.PathLike) -> Path:
     path = Path(path)
-    text = render(run)
     fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
