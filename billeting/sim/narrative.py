@@ -185,7 +185,7 @@ def _packing(run: RunResult) -> list[str]:
         if p.exact:
             how = f"the fewest they fit on is {_n(p.lp_bound)}"
             if p.lower_method.startswith("exact"):
-                how += " (solved exactly)"
+                how += ", solved exactly"
             bits.append(f"{d.name} {_n(p.hosts_in_use)} hosts; {how}{over}")
             continue
         over = f" ({100 * (r - 1):.0f}% above the lower bound)" if r and r > 1 else " (optimal)"

@@ -93,3 +93,17 @@ def test_every_design_is_mentioned_once():
         "alternates" in text
     assert "scheduler-claims (scheduler-claims-2alt) with 2 alternates: 100.00% of 1,000" in text
     assert text.count("where the super conductor claims") == 1
+
+
+def test_packing_says_optimum_only_when_it_is_proven():
+    from billeting.sim.packing import EXACT, HEURISTIC, LP
+    from billeting.sim.results import PackingBound
+    exact = replace(design("a"), packing=PackingBound(hosts_in_use=27, lp_bound=12, compaction=12, solver="s",
+                                                      lower_method=EXACT, upper_method=EXACT, exact=True))
+    assert "a 27 hosts; the fewest they fit on is 12, solved exactly (125% above the optimum)" in explain(run(exact))
+    approx = replace(design("a"), packing=PackingBound(hosts_in_use=27, lp_bound=12, compaction=14, solver="s",
+                                                       lower_method=LP, upper_method=HEURISTIC))
+    text = explain(run(approx))
+    assert ("a 27 hosts against a lower bound of 12 (LP relaxation), and a packing on 14 was found "
+            "(heuristic) (125% above the lower bound)") in text
+    assert "optimum" not in text
