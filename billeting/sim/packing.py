@@ -382,6 +382,15 @@ class _Fleet:
         self.resid = [[list(p.cap) for p in prob.shapes[h.shape]] for h in prob.hosts]
         self.used: set[int] = set()
         self.members: dict[str, Counter] = defaultdict(Counter)
+        # Per instance shape (pieces and traits, whatever its group): the
+        # hosts of the order before this index have no room for it. Room
+        # only shrinks (an undo restores a state after the index was set), so
+        # they never will: group members need not scan them again.
+        self.full_before: dict[tuple, int] = {}
+
+    def shape_key(self, k: int) -> tuple:
+        kind = self.prob.kinds[k]
+        return kind.pieces, kind.required, kind.forbidden
 
     def place(self, k: int, hi: int) -> pm.Config | None:
         res = self.resid[hi]
@@ -419,11 +428,19 @@ def _place_groups(prob: pm.Problem, f: _Fleet, order: list[int], size) -> bool:
         members = sorted(by_group[g], key=lambda k: -size(k))
         if rule.policy == "anti-affinity":
             for k in members:
-                for hi in order:
+                key = f.shape_key(k)
+                chain = True    # every host from full_before[key] up to here had no room
+                for j in range(f.full_before.get(key, 0), len(order)):
+                    hi = order[j]
                     dom = prob.hosts[hi].domains.get(rule.scope, prob.hosts[hi].name)
-                    if f.members[g][dom] < rule.max_server_per_host and f.place(k, hi):
+                    if f.members[g][dom] >= rule.max_server_per_host:
+                        chain = False
+                        continue
+                    if f.place(k, hi):
                         f.members[g][dom] += 1
                         break
+                    if chain:
+                        f.full_before[key] = j + 1
                 else:
                     return False
         elif not _affine(prob, f, rule, members, order):
