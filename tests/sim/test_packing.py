@@ -415,3 +415,15 @@ def test_bounds_bracket_the_optimum_with_trees_traits_and_groups():
         assert lp is not None and lp <= opt, (trial, opt, lp)
         ff, _ = packing._heuristic(packing_model.build(fleet, work, rules), time.monotonic() + 10, 0)
         assert ff is None or ff >= opt, (trial, opt, ff)
+
+
+def test_anti_affinity_on_a_fleet_too_big_for_the_integer_program():
+    # 400 hosts: the LP relaxation's per-host cut and the heuristic agree on
+    # five hosts for a group of five, while plain volume would say one.
+    fleet = hosts(400, vcpu=64, mem=256_000)
+    rule = {"g": GroupRule(policy="anti-affinity")}
+    work = [vm(f"a{i}", f"h{i}", [{"VCPU": 1}, {"MEMORY_MB": 1_000}], group="g") for i in range(5)]
+    work += [vm(f"x{i}", f"h{i}", [{"VCPU": 1}]) for i in range(20)]
+    b = bounds(fleet, work, groups=rule)
+    assert b.lower_method.startswith("LP") and b.upper_method.startswith("heuristic")
+    assert (b.lp_bound, b.compaction) == (5, 5)
