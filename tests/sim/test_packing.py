@@ -241,8 +241,11 @@ def test_vgpus_on_child_providers_are_not_pooled():
     fleet = [tree_host(f"g{i}", ({"VGPU": 3}, ()), ({"VGPU": 3}, ())) for i in range(6)]
     work = [vm(f"i{i}", f"g{i}", [{"VCPU": 2}, {"MEMORY_MB": 2_000}, {"VGPU": 2}]) for i in range(6)]
     b = bounds(fleet, work)
-    assert (b.lp_bound, b.compaction) == (3, 3)
-    assert b.exact and b.lower_method.startswith("exact")
+    assert (b.lp_bound, b.compaction) == (3, 3) and b.exact
+    # The integer program alone, as it runs when the others leave a gap.
+    from billeting.sim import packing, packing_model
+    ip = packing._integer_program(packing_model.build(fleet, work), 10)
+    assert ip.optimal and ip.lower == ip.upper == 3
 
 
 def test_vgpu_nesting_lp_relaxation_is_three_as_well():
@@ -408,13 +411,15 @@ def test_bounds_bracket_the_optimum_with_trees_traits_and_groups():
             continue
         assert b.lp_bound is not None and b.lp_bound <= opt, (trial, opt, b)
         assert b.compaction is not None and opt <= b.compaction, (trial, opt, b)
-        assert b.exact and b.lp_bound == opt == b.compaction, (trial, opt, b)   # small: solved exactly
+        assert b.exact and b.lp_bound == opt == b.compaction, (trial, opt, b)   # small: proven optimal
         # The relaxation alone (what large fleets get) stays below the optimum too.
         from billeting.sim import packing, packing_model
         lp, _ = packing._lp_relaxation(packing_model.build(fleet, work, rules), 10)
         assert lp is not None and lp <= opt, (trial, opt, lp)
         ff, _ = packing._heuristic(packing_model.build(fleet, work, rules), time.monotonic() + 10, 0)
         assert ff is None or ff >= opt, (trial, opt, ff)
+        ip = packing._integer_program(packing_model.build(fleet, work, rules), 10)
+        assert ip.optimal and ip.lower == ip.upper == opt, (trial, opt, ip.note)
 
 
 def test_anti_affinity_on_a_fleet_too_big_for_the_integer_program():
@@ -427,3 +432,20 @@ def test_anti_affinity_on_a_fleet_too_big_for_the_integer_program():
     b = bounds(fleet, work, groups=rule)
     assert b.lower_method.startswith("LP") and b.upper_method.startswith("heuristic")
     assert (b.lp_bound, b.compaction) == (5, 5)
+
+
+def test_integer_program_closes_a_gap_the_relaxation_leaves():
+    # No two of these share a host (4+4 are a rack-anti-affine pair, 4+5 and
+    # 5+5 exceed 8): four hosts. Divisible, the LP sees 18 / 8 -> 3; the
+    # greedy packing finds 4, and the integer program proves it.
+    fleet = [HostCapacity(host=f"h{i}", cell="c1", capacity={"VCPU": 8}, domains={"rack": f"r{i // 2}"})
+             for i in range(4)]
+    rule = {"g": GroupRule(policy="anti-affinity", scope="rack")}
+    work = [vm("a", "h0", [{"VCPU": 4}], group="g"), vm("b", "h2", [{"VCPU": 4}], group="g"),
+            vm("x", "h1", [{"VCPU": 5}]), vm("y", "h3", [{"VCPU": 5}])]
+    from billeting.sim import packing, packing_model
+    lp, _ = packing._lp_relaxation(packing_model.build(fleet, work, rule), 10)
+    assert lp == 3
+    b = bounds(fleet, work, groups=rule)
+    assert (b.lp_bound, b.compaction) == (4, 4) and b.exact
+    assert b.lower_method.startswith("exact") and "integer program" in b.solver
