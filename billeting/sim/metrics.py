@@ -83,10 +83,12 @@ def placements(run: Run, state: PlacementState) -> list[Placement]:
             if rp not in fleet.sharing:
                 res.update(amounts)
                 alloc[state.providers[rp].name] = dict(amounts)
+        name = fleet.by_uuid[host].name
+        if list(alloc) == [name]:
+            alloc = {}   # all on the root: what an empty record means, and 1/3 of the file
         inst = run.instances.get(consumer)
         if inst is None:   # prefilled: written whole onto the root
-            out.append(Placement(instance=consumer, host=fleet.by_uuid[host].name, resources=dict(res),
-                                 allocations=alloc))
+            out.append(Placement(instance=consumer, host=name, resources=dict(res), allocations=alloc))
             continue
         f = inst.arrival.flavor
         if f.name not in pieces:
@@ -94,9 +96,11 @@ def placements(run: Run, state: PlacementState) -> list[Placement]:
         req, forb = flavor_traits(f)
         shared = {rc for rp in held if rp in fleet.sharing for rc in held[rp]}
         mine = [{rc: n for rc, n in p.items() if rc not in shared} for p in pieces[f.name]]
-        out.append(Placement(instance=consumer, host=fleet.by_uuid[host].name, resources=dict(res),
-                             pieces=[p for p in mine if p], allocations=alloc, required=sorted(req),
-                             forbidden=sorted(forb), group=inst.group))
+        mine = [p for p in mine if p]
+        if all(len(p) == 1 for p in mine) and Counter({rc: n for p in mine for rc, n in p.items()}) == res:
+            mine = []    # one piece per class of what it holds: what an empty list means
+        out.append(Placement(instance=consumer, host=name, resources=dict(res), pieces=mine, allocations=alloc,
+                             required=sorted(req), forbidden=sorted(forb), group=inst.group))
     return out
 
 
@@ -112,6 +116,8 @@ def host_capacities(run: Run, state: PlacementState) -> list[HostCapacity]:
                 continue
             cap = {rc: int((inv.total - inv.reserved) * inv.allocation_ratio) for rc, inv in p.inventories.items()}
             provs.append(ProviderCapacity(name=p.name, capacity=cap, traits=sorted(p.traits)))
+        if len(provs) == 1 and not provs[0].traits and provs[0].capacity == h.capacity:
+            provs = []   # a lone root without traits: what an empty tree means
         out.append(HostCapacity(host=h.name, cell=h.cell, capacity=dict(h.capacity), providers=provs,
                                 domains={k: v for k, v in h.domains.items() if k != "cell"}))
     return out

@@ -32,14 +32,14 @@ class FillPoint(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     memory_fill: float
 
 
-class ProviderCapacity(msgspec.Struct, frozen=True, kw_only=True):
+class ProviderCapacity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One provider of a host's tree: what it alone can hold, and its traits."""
     name: str
     capacity: dict[str, int]
     traits: list[str] = []
 
 
-class HostCapacity(msgspec.Struct, frozen=True, kw_only=True):
+class HostCapacity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What a host can hold: (total - reserved) * allocation_ratio per class,
     summed over its provider tree; ``providers`` keeps the tree itself (root
     first) and ``domains`` its rack, row and room, so the packing bounds obey
@@ -51,7 +51,7 @@ class HostCapacity(msgspec.Struct, frozen=True, kw_only=True):
     domains: dict[str, str] = {}
 
 
-class Placement(msgspec.Struct, frozen=True, kw_only=True):
+class Placement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One instance alive at the end of the run and what it holds."""
     instance: str
     host: str

@@ -449,3 +449,24 @@ def test_integer_program_closes_a_gap_the_relaxation_leaves():
     b = bounds(fleet, work, groups=rule)
     assert (b.lp_bound, b.compaction) == (4, 4) and b.exact
     assert b.lower_method.startswith("exact") and "integer program" in b.solver
+
+
+def test_a_real_run_records_trees_and_pieces_and_bounds_them(tmp_path):
+    # End to end: the simulator's own record of a nested fleet gives the
+    # bound the hand count gives.
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-m", "billeting.cli", "simulate", "tests/sim/data/nested-vgpu-bound.toml",
+                           "--out", str(tmp_path), "--quiet", "--no-html"], cwd=root, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    d = json.loads((tmp_path / "result.json").read_text())["designs"][0]
+    assert d["succeeded"] == 6
+    assert all(len(h["providers"]) == 3 for h in d["hosts"])          # root and two GPUs
+    # Every piece here is one class, so the record leaves pieces out (one per class is its meaning).
+    assert not any(p.get("pieces") for p in d["placements"])
+    assert all(len(p["allocations"]) == 2 for p in d["placements"])   # root and one GPU
+    assert (d["packing"]["lp_bound"], d["packing"]["compaction"]) == (3, 3)
