@@ -48,16 +48,19 @@ def _label(name: str) -> str:
 
 def _axis(title: str, **kw) -> dict:
     # plotly.js takes an axis title as {"text": ...}; a plain string is dropped.
-    return dict(title=dict(text=title), **kw)
+    # automargin: long design names, drawn slanted, push the title down
+    # instead of running into it.
+    return dict(title=dict(text=title), automargin=True, **kw)
 
 
 def _layout(title: str, **kw) -> dict:
     # The title is an HTML heading above the plot (see render): inside the
     # plot it collides with plotly's toolbar on narrow screens.
-    # The legend sits below the x axis title, clear of it.
+    # The legend sits above the plot: below it, slanted design names and
+    # the x axis title ran into it.
     base = dict(meta=dict(title=title), template="plotly_white", height=390,
-                margin=dict(l=60, r=20, t=36, b=90),
-                legend=dict(orientation="h", y=-0.3, yanchor="top"), font=dict(size=12))
+                margin=dict(l=60, r=20, t=56, b=40),
+                legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"), font=dict(size=12))
     base.update(kw)
     return base
 
