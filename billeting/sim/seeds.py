@@ -96,13 +96,21 @@ def separated(key: str, s: SeedsResult) -> set[int]:
     have = [(i, f) for i, f in enumerate(spreads) if f.min is not None]
     if better is None or len(have) < 2:
         return set()
+    fig = next(f for f in SPREAD_FIGURES if f.key == key)
     for i, f in have:
         others = [g for j, g in have if j != i]
-        if better == "lower" and all(f.max < g.min for g in others):
-            return {i}
-        if better == "higher" and all(f.min > g.max for g in others):
+        apart = (all(f.max < g.min for g in others) if better == "lower"
+                 else all(f.min > g.max for g in others))
+        if apart and fig.needs_best_success and not _most_successful(i, s):
+            return set()   # a cost cut by giving up builds wins nothing
+        if apart:
             return {i}
     return set()
+
+
+def _most_successful(i: int, s: SeedsResult) -> bool:
+    med = [next(f for f in d.figures if f.key == "success_pct").median for d in s.designs]
+    return med[i] is not None and all(m is None or med[i] >= m - 1e-12 for m in med)
 
 
 def fmt(key: str, v: float | None) -> str:

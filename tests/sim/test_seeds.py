@@ -123,3 +123,13 @@ def test_seed_plots_draw_with_axis_titles_in_a_real_browser(tmp_path):
         assert '<svg class="main-svg"' in part, f"plot {key} was not drawn"
         drawn = {a for a, _ in re.findall(r'<text class="(x|y)title"[^>]*>([^<]+)</text>', part)}
         assert drawn == {"x", "y"}, f"plot {key} lacks axis titles"
+
+
+def test_a_cost_cut_by_giving_up_builds_is_not_marked():
+    # b makes far fewer Placement requests per build on every seed, but loses
+    # more builds: as in the single-run table, it wins nothing for that.
+    runs = [replace(run(design("a", succeeded=1000, placement_per_build=3.0),
+                        design("b", succeeded=950, placement_per_build=1.0)), seed=i) for i in (1, 2)]
+    s = seeds.spread(runs)
+    assert seeds.separated("placement_per_build", s) == set()
+    assert seeds.separated("success_pct", s) == {0}
