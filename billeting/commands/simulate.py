@@ -2,6 +2,7 @@
 
     billeting simulate SCENARIO.toml [--designs a,b] [--seed N] [--out DIR] [--placement-url URL]
                                      [--baseline BASELINE.json] [--no-html]
+    billeting simulate SCENARIO.toml --seeds 1-5 [--designs a,b] [--out DIR]
     billeting simulate --compare BASELINE.json CANDIDATE.json
 
 A run writes DIR/result.json and DIR/report.html (default DIR:
@@ -9,7 +10,9 @@ A run writes DIR/result.json and DIR/report.html (default DIR:
 paragraph that explains them. ``--compare`` (or ``--baseline`` after a run)
 says whether the candidate is at least as fast and as accurate as the
 baseline, figure by figure, and exits 1 when it is not (2: the runs are not
-comparable). A bad scenario or flag is one line on stderr and exit 2.
+comparable). ``--seeds`` runs the scenario once per seed (DIR/seed-N/result.json)
+and reports each figure's spread over them (DIR/seeds.json, DIR/report.html).
+A bad scenario or flag is one line on stderr and exit 2.
 """
 from __future__ import annotations
 
@@ -29,6 +32,9 @@ def register(commands) -> None:
                    help="designs to run, by name or kind (legacy, conductor-claims, scheduler-claims); "
                         "default: every design of the scenario")
     p.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    p.add_argument("--seeds", default=None, metavar="LIST",
+                   help="run once per seed (e.g. 1,2,3 or 1-5) and report each figure's spread over the "
+                        "seeds, so a difference between designs can be told from the seeds' noise")
     p.add_argument("--out", default=None, metavar="DIR", help="where result.json goes (default sim-out/<scenario>)")
     p.add_argument("--placement-url", default=None, metavar="URL",
                    help="use a running Placement over HTTP instead of an in-process one on a temporary SQLite "
@@ -68,41 +74,92 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                                   wall_clock=_judge_latency(args))
     if not args.scenario:
         return _usage("name a scenario file (or --compare BASELINE.json CANDIDATE.json)")
+    seeds = None
+    if args.seeds is not None:
+        from billeting.sim.seeds import parse_seeds
+        if args.seed is not None or args.baseline:
+            return _usage("--seeds runs several seeds: it takes neither --seed nor --baseline")
+        try:
+            seeds = parse_seeds(args.seeds)
+        except ValueError as exc:
+            return _usage(f"--seeds: {exc}")
     if args.baseline and not Path(args.baseline).is_file():
         return _usage(f"--baseline {args.baseline}: no such file")
     if args.placement_url and not args.placement_url.startswith(("http://", "https://")):
         return _usage("--placement-url: expected http://HOST:PORT or https://...")
     try:
-        scenario = scenario_mod.load(args.scenario, seed=args.seed)
-        if args.designs:
-            wanted = [w.strip() for w in args.designs.split(",") if w.strip()]
-            if not wanted:
-                return _usage("--designs: name at least one design")
-            scenario = scenario_mod.select_designs(scenario, wanted)
+        scenarios = [_load(scenario_mod, args, seed) for seed in (seeds or [args.seed])]
     except scenario_mod.ScenarioError as exc:
         return _usage(str(exc))
+    scenario = scenarios[0]
     out = Path(args.out) if args.out else Path("sim-out") / scenario.name
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return _usage(f"--out {out}: {exc.strerror}")
-    from billeting.placement_client.client import PlacementError
-
-    with terminate_as_exit():
-        try:
-            run = _simulate(scenario, args.placement_url, quiet=args.quiet)
-        except PlacementError as exc:
-            # A Placement over HTTP that is not there, or refuses the fleet:
-            # one line, not a traceback (in-process Placement raises nothing here).
-            where = args.placement_url or "the in-process Placement"
-            print(f"billeting simulate: error: Placement at {where}: {exc}", file=sys.stderr)
-            return 1
+    if seeds:
+        return _over_seeds(scenarios, out, args)
+    run = _simulate_or_say(scenario, args)
+    if run is None:
+        return 1
     status = hand_off(run, out, html=not args.no_html)
     if args.baseline:
         status = max(status, compare_and_report(args.baseline, str(out / "result.json"),
                                                     latency=args.latency_tolerance,
                                                     wall_clock=_judge_latency(args)))
     return status
+
+
+def _load(scenario_mod, args: argparse.Namespace, seed: int | None):
+    scenario = scenario_mod.load(args.scenario, seed=seed)
+    if args.designs:
+        wanted = [w.strip() for w in args.designs.split(",") if w.strip()]
+        if not wanted:
+            raise scenario_mod.ScenarioError("--designs: name at least one design")
+        scenario = scenario_mod.select_designs(scenario, wanted)
+    return scenario
+
+
+def _simulate_or_say(scenario, args: argparse.Namespace):
+    """The run, or None after one line on stderr when Placement failed."""
+    from billeting.placement_client.client import PlacementError
+
+    with terminate_as_exit():
+        try:
+            return _simulate(scenario, args.placement_url, quiet=args.quiet)
+        except PlacementError as exc:
+            # A Placement over HTTP that is not there, or refuses the fleet:
+            # one line, not a traceback (in-process Placement raises nothing here).
+            where = args.placement_url or "the in-process Placement"
+            print(f"billeting simulate: error: Placement at {where}: {exc}", file=sys.stderr)
+            return None
+
+
+def _over_seeds(scenarios: list, out: Path, args: argparse.Namespace) -> int:
+    """Run every seed (one after another, each written as it finishes), then
+    the spread of every figure over them."""
+    from billeting.sim import seeds, seeds_html
+
+    runs, paths = [], []
+    for scenario in scenarios:
+        print(f"seed {scenario.seed}: running {len(scenario.designs)} design(s)", file=sys.stderr)
+        run = _simulate_or_say(scenario, args)
+        if run is None:
+            return 1
+        where = out / f"seed-{scenario.seed}"
+        where.mkdir(parents=True, exist_ok=True)
+        runs.append(finish(run, where))
+        paths.append(str(where / "result.json"))
+    spread = seeds.spread(runs, paths)
+    path = out / "seeds.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(seeds.dump(spread))
+    tmp.replace(path)
+    print(seeds.render(spread), end="")
+    print(f"\nwrote {path}")
+    if not args.no_html:
+        print(f"wrote {seeds_html.write(spread, out / 'report.html')}")
+    return 1 if any(d.violations for r in runs for d in r.designs) else 0
 
 
 @contextmanager
@@ -153,24 +210,32 @@ def _simulate(scenario, placement_url: str | None, *, quiet: bool):
 # explanatory paragraph plug in HERE; for now it writes the JSON and prints
 # a plain summary.
 # ======================================================================================
-def hand_off(run, out: Path, *, html: bool = True) -> int:
-    """Fill what is computed after the run (packing bounds), write the JSON
-    and the HTML report, print the table and the paragraph. Exit status 1
-    when the independent checker found a violation."""
+def finish(run, out: Path):
+    """Fill what is computed after the run (packing bounds) and write
+    ``out/result.json``; returns the completed run."""
     import msgspec
 
-    from billeting.sim import narrative, packing, report_html, results, table
+    from billeting.sim import packing, results
 
     designs = []
     for d in run.designs:
-        bound = packing.bounds(d.hosts, d.placements, seed=run.seed) if d.placements else None
+        bound = packing.bounds(d.hosts, d.placements, groups=d.groups, seed=run.seed) if d.placements else None
         designs.append(msgspec.structs.replace(d, packing=bound))
     run = msgspec.structs.replace(run, designs=designs)
-
     path = out / "result.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_bytes(results.dump(run))
     tmp.replace(path)   # never a half-written result
+    return run
+
+
+def hand_off(run, out: Path, *, html: bool = True) -> int:
+    """``finish`` the run, write the HTML report, print the table and the
+    paragraph. Exit status 1 when the independent checker found a violation."""
+    from billeting.sim import narrative, report_html, table
+
+    run = finish(run, out)
+    path = out / "result.json"
     print(table.render(run), end="")
     print()
     print(narrative.explain(run))

@@ -128,12 +128,12 @@ def _design_checks(b: DesignResult, c: DesignResult, tol: Tolerances) -> list[Ch
 
     br, cr = packing_ratio(b), packing_ratio(c)
     if br is None or cr is None:
-        add("hosts in use / LP bound", "accuracy", br, cr, None, "not judged", True,
+        add("hosts in use / lower bound", "accuracy", br, cr, None, "not judged", True,
             "packing bound not computed in " +
             " and ".join(n for n, r in (("baseline", br), ("candidate", cr)) if r is None))
     else:
         lim = br * (1 + tol.packing)
-        add("hosts in use / LP bound", "accuracy", br, cr, lim,
+        add("hosts in use / lower bound", "accuracy", br, cr, lim,
             f"<= baseline x {1 + tol.packing:g}", cr <= lim + 1e-9)
 
     for name, bd, cd in (("scheduler latency p50 (ms)", b.scheduler_latency_ms.p50,

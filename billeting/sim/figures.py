@@ -17,7 +17,7 @@ class Figure:
     fmt: Callable[[float], str]
     better: Literal["lower", "higher"] | None   # None: shown, never "won"
     # How to print the cell; defaults to fmt(value). Lets a row show more
-    # than the number it is judged on (hosts in use / LP / compaction).
+    # than the number it is judged on (hosts in use / lower / upper bound).
     text: Callable[[DesignResult], str] | None = None
     # Values within this fraction of the best also "win": wall-clock
     # latency differs by a few percent from run to run, so that is a tie.
@@ -39,7 +39,7 @@ def success_pct(d: DesignResult) -> float:
 
 
 def packing_ratio(d: DesignResult) -> float | None:
-    """Hosts in use over the LP lower bound: 1.0 is provably optimal."""
+    """Hosts in use over the lower bound: 1.0 is provably optimal."""
     p = d.packing
     if p is None or p.lp_bound is None or p.lp_bound == 0:
         return None
@@ -64,13 +64,28 @@ def extra_attempts(d: DesignResult) -> int:
     return max(0, round((a.mean - 1) * a.count))
 
 
+def method_tag(method: str) -> str:
+    """A word for how a bound was obtained (``PackingBound.*_method``)."""
+    m = method.lower()
+    for start, tag in (("exact", "exact"), ("integer program", "IP"), ("lp", "LP"),
+                       ("volume", "volume"), ("heuristic", "heuristic"), ("the run", "as placed")):
+        if m.startswith(start):
+            return tag
+    return "?" if not m else m.split()[0]
+
+
 def _packing_text(d: DesignResult) -> str:
     p = d.packing
     if p is None:
         return "not computed"
     lp = "?" if p.lp_bound is None else f"{p.lp_bound:,}"
     cp = "?" if p.compaction is None else f"{p.compaction:,}"
-    return f"{p.hosts_in_use:,} / {lp} / {cp}"
+    if p.exact and p.lower_method.startswith("exact"):
+        return f"{p.hosts_in_use:,} / {lp} / {cp} (exact)"
+    if not p.lower_method:   # a result from before the methods were recorded
+        return f"{p.hosts_in_use:,} / {lp} / {cp}"
+    return (f"{p.hosts_in_use:,} / {lp} {method_tag(p.lower_method)} / "
+            f"{cp} {method_tag(p.upper_method)}")
 
 
 def _stranded_text(d: DesignResult) -> str:
@@ -110,7 +125,7 @@ FIGURES: list[Figure] = [
     Figure("active_p50", "time to ACTIVE p50 (s, virtual)", lambda d: d.time_to_active_s.p50,
            lambda v: f"{v:.1f}", "lower", needs_best_success=True),
     Figure("violations", "constraint violations", lambda d: len(d.violations), _int, "lower"),
-    Figure("packing", "hosts in use / LP bound / compaction", packing_ratio,
+    Figure("packing", "hosts in use / lower / upper bound", packing_ratio,
            lambda v: f"{v:.3f}", "lower", text=_packing_text),
     Figure("stranded", "stranded capacity (worst class)", stranded_max,
            lambda v: f"{v:.1f}%", "lower", text=_stranded_text, needs_best_success=True),

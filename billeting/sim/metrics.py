@@ -6,7 +6,8 @@ from collections import Counter, defaultdict
 from billeting.scheduler.nova import Flavor, resource_groups
 from billeting.sim.checker import PlacementState, host_of
 from billeting.sim.engine import Run
-from billeting.sim.results import DesignResult, Distribution, FillPoint, Placement, Violation
+from billeting.sim.results import (DesignResult, Distribution, FillPoint, GroupRule, HostCapacity, Placement,
+                                   ProviderCapacity, Violation)
 
 SAMPLE = 2000
 LEVELS = ("host", "rack", "row", "room", "cell")
@@ -38,18 +39,87 @@ def flavor_demand(flavor) -> dict[str, int]:
     return dict(demand)
 
 
+def flavor_traits(flavor) -> tuple[frozenset[str], frozenset[str]]:
+    """Required and forbidden traits of a scenario flavor, every request
+    group's together (as the checker judges them)."""
+    required = set(flavor.image_traits)
+    forbidden = set()
+    for key, value in flavor.extra_specs.items():
+        if key.startswith("trait") and ":" in key:
+            name = key.split(":", 1)[1]
+            if value == "required":
+                required.add(name)
+            elif value == "forbidden":
+                forbidden.add(name)
+    return frozenset(required), frozenset(forbidden)
+
+
+def flavor_pieces(flavor) -> list[dict[str, int]]:
+    """What must come from a single provider: each class of the unnumbered
+    request group on its own (Placement may take them from different
+    providers of the tree), each numbered group whole."""
+    groups, _ = resource_groups(Flavor(vcpus=flavor.vcpus, memory_mb=flavor.memory_mb, root_gb=flavor.root_gb,
+                                       ephemeral_gb=flavor.ephemeral_gb, extra_specs=flavor.extra_specs))
+    out: list[dict[str, int]] = []
+    for g in groups:
+        if g.suffix:
+            out.append(dict(g.resources))
+        else:
+            out += [{rc: n} for rc, n in g.resources.items()]
+    return [p for p in out if p]
+
+
 def placements(run: Run, state: PlacementState) -> list[Placement]:
     out = []
     fleet = run.fleet
+    pieces: dict[str, list[dict[str, int]]] = {}
     for consumer, held in sorted(state.consumers.items()):
         host = host_of(state, held)
         if host is None or host not in fleet.by_uuid:
             continue
         res: Counter[str] = Counter()
+        alloc: dict[str, dict[str, int]] = {}
         for rp, amounts in held.items():
             if rp not in fleet.sharing:
                 res.update(amounts)
-        out.append(Placement(instance=consumer, host=fleet.by_uuid[host].name, resources=dict(res)))
+                alloc[state.providers[rp].name] = dict(amounts)
+        name = fleet.by_uuid[host].name
+        if list(alloc) == [name]:
+            alloc = {}   # all on the root: what an empty record means, and 1/3 of the file
+        inst = run.instances.get(consumer)
+        if inst is None:   # prefilled: written whole onto the root
+            out.append(Placement(instance=consumer, host=name, resources=dict(res), allocations=alloc))
+            continue
+        f = inst.arrival.flavor
+        if f.name not in pieces:
+            pieces[f.name] = flavor_pieces(f)
+        req, forb = flavor_traits(f)
+        shared = {rc for rp in held if rp in fleet.sharing for rc in held[rp]}
+        mine = [{rc: n for rc, n in p.items() if rc not in shared} for p in pieces[f.name]]
+        mine = [p for p in mine if p]
+        if all(len(p) == 1 for p in mine) and Counter({rc: n for p in mine for rc, n in p.items()}) == res:
+            mine = []    # one piece per class of what it holds: what an empty list means
+        out.append(Placement(instance=consumer, host=name, resources=dict(res), pieces=mine, allocations=alloc,
+                             required=sorted(req), forbidden=sorted(forb), group=inst.group))
+    return out
+
+
+def host_capacities(run: Run, state: PlacementState) -> list[HostCapacity]:
+    """Every host with its provider tree (capacity and traits per provider)
+    and failure domains, read from Placement's end state."""
+    out = []
+    for h in run.fleet.hosts:
+        provs = []
+        for rp in h.providers:
+            p = state.providers.get(rp)
+            if p is None:
+                continue
+            cap = {rc: int((inv.total - inv.reserved) * inv.allocation_ratio) for rc, inv in p.inventories.items()}
+            provs.append(ProviderCapacity(name=p.name, capacity=cap, traits=sorted(p.traits)))
+        if len(provs) == 1 and not provs[0].traits and provs[0].capacity == h.capacity:
+            provs = []   # a lone root without traits: what an empty tree means
+        out.append(HostCapacity(host=h.name, cell=h.cell, capacity=dict(h.capacity), providers=provs,
+                                domains={k: v for k, v in h.domains.items() if k != "cell"}))
     return out
 
 
@@ -117,6 +187,8 @@ def design_result(run: Run, state: PlacementState, violations: list[Violation]) 
         stranded=stranded(run, placed),
         anti_affinity_spread=spread(run),
         wall_s=round(run.wall_s, 3),
-        hosts=run.fleet.capacities(),
+        hosts=host_capacities(run, state),
         placements=placed,
+        groups={g.uuid: GroupRule(policy=g.policy, scope=g.scope, max_server_per_host=g.max_server_per_host)
+                for g in run.groups.values()},
     )

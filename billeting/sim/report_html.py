@@ -18,7 +18,7 @@ from pathlib import Path
 from billeting.sim.figures import extra_attempts
 from billeting.sim.narrative import explain
 from billeting.sim.results import DesignResult, RunResult
-from billeting.sim.table import rows, workload
+from billeting.sim.table import HOSTS_LEGEND, rows, workload
 
 # One colour per design, in the order of the run, the same in every plot.
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
@@ -29,7 +29,7 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
 PLOTS = [
     ("builds", "Builds: succeeded vs failed"),
     ("retries", "Retries: upcalls, claim conflicts, retried builds"),
-    ("latency", "Scheduler latency (ms, real time)"),
+    ("latency", "Scheduler latency (ms, real time; designs ran one after another)"),
     ("active", "Time to ACTIVE (s, virtual)"),
     ("fill", "Fleet fill over time (virtual)"),
     ("packing", "Packing: hosts in use vs the bounds"),
@@ -48,16 +48,19 @@ def _label(name: str) -> str:
 
 def _axis(title: str, **kw) -> dict:
     # plotly.js takes an axis title as {"text": ...}; a plain string is dropped.
-    return dict(title=dict(text=title), **kw)
+    # automargin: long design names, drawn slanted, push the title down
+    # instead of running into it.
+    return dict(title=dict(text=title), automargin=True, **kw)
 
 
 def _layout(title: str, **kw) -> dict:
     # The title is an HTML heading above the plot (see render): inside the
     # plot it collides with plotly's toolbar on narrow screens.
-    # The legend sits below the x axis title, clear of it.
+    # The legend sits above the plot: below it, slanted design names and
+    # the x axis title ran into it.
     base = dict(meta=dict(title=title), template="plotly_white", height=390,
-                margin=dict(l=60, r=20, t=36, b=90),
-                legend=dict(orientation="h", y=-0.3, yanchor="top"), font=dict(size=12))
+                margin=dict(l=60, r=20, t=56, b=40),
+                legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"), font=dict(size=12))
     base.update(kw)
     return base
 
@@ -191,10 +194,10 @@ def _fig_packing(run: RunResult) -> dict:
     data = [
         dict(type="bar", name="hosts in use", x=names, y=series("hosts_in_use"),
              marker=dict(color="#1f77b4"), text=series("hosts_in_use"), textposition="outside"),
-        dict(type="bar", name="compaction (repacked, upper bound)", x=names,
+        dict(type="bar", name="upper bound (a legal packing found)", x=names,
              y=series("compaction"), marker=dict(color="#9467bd"),
              text=series("compaction"), textposition="outside"),
-        dict(type="bar", name="LP lower bound", x=names, y=series("lp_bound"),
+        dict(type="bar", name="lower bound (none can use fewer)", x=names, y=series("lp_bound"),
              marker=dict(color="#7f7f7f"), text=series("lp_bound"), textposition="outside"),
     ]
     top = max((v for attr in ("hosts_in_use", "compaction", "lp_bound")
@@ -245,8 +248,20 @@ def _summary_table(run: RunResult) -> str:
         body.append(f"<tr><th>{e(label)}</th>{tds}</tr>")
     return (f'<table class="summary"><thead><tr><th>figure</th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>'
-            '<p class="legend">✓ best on that row. Hosts row: in use / LP lower bound / '
-            'compaction; it is judged on hosts in use over the LP bound.</p>')
+            f'<p class="legend">✓ best on that row; {e(HOSTS_LEGEND)}.</p>')
+
+
+def _bound_text(d: DesignResult) -> str:
+    e = html.escape
+    p = d.packing
+    if p is None:
+        return "not computed"
+    if not p.lower_method:
+        return e(p.solver)
+    low = "?" if p.lp_bound is None else f"{p.lp_bound:,}"
+    up = "?" if p.compaction is None else f"{p.compaction:,}"
+    return (f"lower {low} ({e(p.lower_method)}), upper {up} ({e(p.upper_method or 'none found')})"
+            f"{'; the optimum' if p.exact else ''} &mdash; {e(p.solver)}")
 
 
 def _details(d: DesignResult, i: int) -> str:
@@ -262,13 +277,13 @@ def _details(d: DesignResult, i: int) -> str:
         viol += f"<li>… and {len(d.violations) - 20:,} more</li>"
     spread = ", ".join(f"{e(k)} {v:.2f}" for k, v in d.anti_affinity_spread.items())
     stranded = ", ".join(f"{e(k)} {100 * v:.1f}%" for k, v in d.stranded.items())
-    solver = e(d.packing.solver) if d.packing else "not computed"
+    solver = _bound_text(d)
     return (f'<div class="design" style="border-left:5px solid {_color(i)}">'
             f"<h3>{e(d.name)} <small>{e(d.design)}; {knobs}</small></h3>"
             f"<p>{d.requested:,} instances requested, {d.succeeded:,} ACTIVE, {d.errored:,} ERROR; "
             f"{d.placement_requests:,} Placement requests; run took {d.wall_s:.1f} s.</p>"
             f"<p>Stranded capacity: {stranded or 'n/a'}. Anti-affinity spread: "
-            f"{spread or 'n/a'}. Packing bound: {solver}.</p>"
+            f"{spread or 'n/a'}.</p><p>Packing bounds: {solver}.</p>"
             + (f"<p>Why builds ended in ERROR:</p><ul>{errs}</ul>" if errs else "")
             + (f'<p class="bad">Constraint violations:</p><ul>{viol}</ul>' if viol
                else "<p>No constraint violations.</p>")
@@ -349,8 +364,11 @@ for (const [key, fig] of Object.entries(FIGURES)) {{
 
 def write(run: RunResult, path: str | os.PathLike) -> Path:
     """Write the report atomically (a half-written report is never left)."""
+    return write_atomic(render(run), path)
+
+
+def write_atomic(text: str, path: str | os.PathLike) -> Path:
     path = Path(path)
-    text = render(run)
     fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

@@ -32,31 +32,62 @@ class FillPoint(msgspec.Struct, frozen=True, kw_only=True, array_like=True):
     memory_fill: float
 
 
-class HostCapacity(msgspec.Struct, frozen=True, kw_only=True):
+class ProviderCapacity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One provider of a host's tree: what it alone can hold, and its traits."""
+    name: str
+    capacity: dict[str, int]
+    traits: list[str] = []
+
+
+class HostCapacity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """What a host can hold: (total - reserved) * allocation_ratio per class,
-    summed over its provider tree."""
+    summed over its provider tree; ``providers`` keeps the tree itself (root
+    first) and ``domains`` its rack, row and room, so the packing bounds obey
+    the same rules as the checker. Both empty in results from before."""
     host: str
     cell: str
     capacity: dict[str, int]
+    providers: list[ProviderCapacity] = []
+    domains: dict[str, str] = {}
 
 
-class Placement(msgspec.Struct, frozen=True, kw_only=True):
+class Placement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One instance alive at the end of the run and what it holds."""
     instance: str
     host: str
     resources: dict[str, int]
+    # Amounts each taken from one provider (a class of the unnumbered request
+    # group, or a whole numbered group); empty: one per class of ``resources``.
+    pieces: list[dict[str, int]] = []
+    allocations: dict[str, dict[str, int]] = {}   # provider name -> amounts, as placed
+    required: list[str] = []
+    forbidden: list[str] = []
+    group: str | None = None
+
+
+class GroupRule(msgspec.Struct, frozen=True, kw_only=True):
+    """A server group's rule, as the checker enforces it."""
+    policy: str            # affinity | anti-affinity | soft-affinity | soft-anti-affinity
+    scope: str = "host"    # host | rack | row | room | cell
+    max_server_per_host: int = 1
 
 
 class PackingBound(msgspec.Struct, frozen=True, kw_only=True):
-    """How many hosts the final workload needs at least.
+    """How many hosts the final workload needs, bracketed.
 
-    ``lp_bound`` is the linear-programming relaxation's optimum rounded up (a
-    true lower bound); ``compaction`` is the fewest hosts a Borg-style
-    repacking found the workload fits on (an upper bound on the optimum)."""
+    ``lp_bound`` is a lower bound (no legal packing uses fewer hosts) and
+    ``compaction`` an upper bound (a legal packing with that many hosts was
+    found); both obey capacity per provider, traits and server groups.
+    ``lower_method`` and ``upper_method`` say how each was obtained (an
+    exact integer program, its LP relaxation, a heuristic, the run's own
+    placement); when ``exact`` both are the optimum."""
     hosts_in_use: int
     lp_bound: int | None
     compaction: int | None
-    solver: str            # e.g. "highs", "or-tools", "skipped: fleet too large"
+    solver: str            # the whole story, e.g. "highs 1.16 integer program: optimal"
+    lower_method: str = ""
+    upper_method: str = ""
+    exact: bool = False
 
 
 class Violation(msgspec.Struct, frozen=True, kw_only=True):
@@ -104,6 +135,7 @@ class DesignResult(msgspec.Struct, frozen=True, kw_only=True):
     # The end state, kept so packing and checks can be recomputed offline.
     hosts: list[HostCapacity] = []
     placements: list[Placement] = []
+    groups: dict[str, GroupRule] = {}    # server group uuid -> its rule
 
     @property
     def success_rate(self) -> float:

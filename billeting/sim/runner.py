@@ -134,7 +134,7 @@ def _one(scenario, design, client, fleet, prefilled, arrivals, hooks: Hooks) -> 
     expect = {}
     for inst in sim.instances.values():
         f = inst.arrival.flavor
-        req, forb = _traits(f)
+        req, forb = metrics.flavor_traits(f)
         expect[inst.uuid] = checker.InstanceExpect(uuid=inst.uuid, required=req, forbidden=forb, group=inst.group)
     groups = {g.uuid: checker.GroupExpect(uuid=g.uuid, policy=g.policy, scope=g.scope,
                                           max_server_per_host=g.max_server_per_host)
@@ -142,16 +142,3 @@ def _one(scenario, design, client, fleet, prefilled, arrivals, hooks: Hooks) -> 
     topology = {h.uuid: h.domains for h in fleet.hosts}
     violations = checker.check(state, expect, groups, topology)
     return metrics.design_result(sim, state, violations)
-
-
-def _traits(flavor) -> tuple[frozenset[str], frozenset[str]]:
-    required = {t for t in flavor.image_traits}
-    forbidden = set()
-    for key, value in flavor.extra_specs.items():
-        if key.startswith("trait") and ":" in key:
-            name = key.split(":", 1)[1]
-            if value == "required":
-                required.add(name)
-            elif value == "forbidden":
-                forbidden.add(name)
-    return frozenset(required), frozenset(forbidden)

@@ -41,6 +41,12 @@ def render(run: RunResult, *, color: bool | None = None, width: int | None = Non
     return _rich(run, width) if color else _plain(run)
 
 
+# How the hosts row reads, under the table and the HTML report's.
+HOSTS_LEGEND = ("hosts row: in use / lower bound / upper bound on the fewest hosts, each tagged with how "
+                "it was found (exact integer program, IP bound, LP relaxation, volume, heuristic, as placed); "
+                "judged on in use / lower bound")
+
+
 def _plain(run: RunResult) -> str:
     header = ["figure"] + [d.name for d in run.designs]
     body = [[label] + [text + (f" {WIN}" if win else "") for text, win in cells]
@@ -53,8 +59,7 @@ def _plain(run: RunResult) -> str:
 
     out = [_title(run), line(header), line(["-" * w for w in widths])]
     out += [line(r) for r in body]
-    out.append(f"{WIN} best on that row; hosts row: in use / LP lower bound / compaction, "
-               "judged on in use / LP bound")
+    out.append(f"{WIN} best on that row; {HOSTS_LEGEND}")
     out += [f"note: {n}" for n in run.notes]
     return "\n".join(out) + "\n"
 
@@ -66,8 +71,7 @@ def _rich(run: RunResult, width: int | None) -> str:
 
     buf = io.StringIO()
     console = Console(file=buf, force_terminal=True, width=width, highlight=False)
-    t = Table(title=escape(_title(run)), caption="bold green: best on that row; hosts row: "
-              "in use / LP lower bound / compaction")
+    t = Table(title=escape(_title(run)), caption=f"bold green: best on that row; {HOSTS_LEGEND}")
     t.add_column("figure", style="cyan", no_wrap=True)
     for d in run.designs:
         t.add_column(escape(d.name), justify="right", no_wrap=True, min_width=len(d.name))

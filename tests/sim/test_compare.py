@@ -33,7 +33,7 @@ def _with_packing(d, **kw):
                                                 detail="2 members in rack r1")]),
      "constraint violations"),
     (lambda d: replace(d, upcalls=1), "upcalls"),
-    (lambda d: _with_packing(d, hosts_in_use=110), "hosts in use / LP bound"),
+    (lambda d: _with_packing(d, hosts_in_use=110), "hosts in use / lower bound"),
     (lambda d: _with_latency(d, p50=d.scheduler_latency_ms.p50 * 1.5), "scheduler latency p50"),
     (lambda d: _with_latency(d, p99=d.scheduler_latency_ms.p99 * 1.5), "scheduler latency p99"),
     (lambda d: replace(d, placement_requests_per_build=3.2), "Placement requests per build"),

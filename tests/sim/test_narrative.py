@@ -43,11 +43,12 @@ def test_latency_difference_in_numbers():
     r = run(design("legacy", latency_ms=4.0, latency_sigma=0.0),
             design("scheduler-claims", latency_ms=6.0, latency_sigma=0.0))
     text = explain(r)
-    assert "scheduler-claims was 50% slower than in legacy (p50 6.0 ms vs 4.0 ms" in text
-    assert "measured one call at a time on this machine" in text
+    assert "scheduler call of scheduler-claims took 50% longer than that of legacy (p50 6.0 ms vs 4.0 ms" in text
+    assert "measured one call at a time on this machine while the designs ran one after another" in text
+    assert "not of the design" in text and "slower" not in text and "faster" not in text
     r = run(design("legacy", latency_ms=4.0, latency_sigma=0.0),
             design("scheduler-claims", latency_ms=4.1, latency_sigma=0.0))
-    assert "about as fast as in legacy" in explain(r)
+    assert "took about as long as that of legacy" in explain(r)
 
 
 def test_violations_are_called_out():
@@ -66,7 +67,7 @@ def test_other_designs_described_one_by_one():
 
 def test_packing_sentence_and_missing_bound():
     d = design("a", hosts_in_use=101, lp_bound=101, compaction=101)
-    assert "101 hosts against an LP lower bound of 101, compaction 101 (optimal)" in explain(run(d))
+    assert "101 hosts against a lower bound of 101, and a packing on 101 was found (optimal)" in explain(run(d))
     d = replace(d, packing=None)
     assert "Packing" not in explain(run(d))
 
@@ -92,3 +93,17 @@ def test_every_design_is_mentioned_once():
         "alternates" in text
     assert "scheduler-claims (scheduler-claims-2alt) with 2 alternates: 100.00% of 1,000" in text
     assert text.count("where the super conductor claims") == 1
+
+
+def test_packing_says_optimum_only_when_it_is_proven():
+    from billeting.sim.packing import EXACT, HEURISTIC, LP
+    from billeting.sim.results import PackingBound
+    exact = replace(design("a"), packing=PackingBound(hosts_in_use=27, lp_bound=12, compaction=12, solver="s",
+                                                      lower_method=EXACT, upper_method=EXACT, exact=True))
+    assert "a 27 hosts; the fewest they fit on is 12, solved exactly (125% above the optimum)" in explain(run(exact))
+    approx = replace(design("a"), packing=PackingBound(hosts_in_use=27, lp_bound=12, compaction=14, solver="s",
+                                                       lower_method=LP, upper_method=HEURISTIC))
+    text = explain(run(approx))
+    assert ("a 27 hosts against a lower bound of 12 (LP relaxation), and a packing on 14 was found "
+            "(heuristic) (125% above the lower bound)") in text
+    assert "optimum" not in text

@@ -11,7 +11,7 @@ def test_plain_table_has_every_design_and_figure_and_marks_winners():
         assert name in out
     for label in ("builds succeeded", "ended in ERROR", "attempts per build", "upcalls",
                   "claim conflicts", "Placement requests per build", "latency p50",
-                  "latency p99", "time to ACTIVE", "violations", "hosts in use / LP bound",
+                  "latency p99", "time to ACTIVE", "violations", "hosts in use / lower / upper bound",
                   "stranded"):
         assert label in out
     line = next(ln for ln in out.splitlines() if ln.startswith("builds succeeded"))
@@ -38,5 +38,19 @@ def test_rich_table_escapes_markup_in_names():
 def test_missing_packing_shows_not_computed():
     from msgspec.structs import replace
     r = run(replace(design("a"), packing=None), design("b"))
-    cells = dict(rows(r))["hosts in use / LP bound / compaction"]
+    cells = dict(rows(r))["hosts in use / lower / upper bound"]
     assert cells[0] == ("not computed", False)
+
+
+def test_hosts_row_says_how_each_bound_was_found():
+    from msgspec.structs import replace
+
+    from billeting.sim.packing import EXACT, HEURISTIC, LP
+    from billeting.sim.results import PackingBound
+    approx = replace(design("a"), packing=PackingBound(
+        hosts_in_use=120, lp_bound=101, compaction=106, solver="s", lower_method=LP, upper_method=HEURISTIC))
+    exact = replace(design("b"), packing=PackingBound(
+        hosts_in_use=104, lp_bound=101, compaction=101, solver="s", lower_method=EXACT,
+        upper_method=EXACT, exact=True))
+    cells = dict(rows(run(approx, exact)))["hosts in use / lower / upper bound"]
+    assert [text for text, _ in cells] == ["120 / 101 LP / 106 heuristic", "104 / 101 / 101 (exact)"]
