@@ -23,6 +23,7 @@ import msgspec
 from sqlalchemy import Engine, and_, case, false, or_, select, true
 from sqlalchemy.sql.elements import ColumnElement
 
+from billeting import typeinfo
 from billeting.cells import tables as t
 from billeting.common.db.tx import run_read
 
@@ -110,8 +111,8 @@ class _ImageId(msgspec.Struct):
     id: str = ""
 
 
-_flavor_name = msgspec.json.Decoder(_FlavorName).decode
-_image_id = msgspec.json.Decoder(_ImageId).decode
+_flavor_name = typeinfo.decoder(_FlavorName).decode
+_image_id = typeinfo.decoder(_ImageId).decode
 _SCALARS = ("uuid", "name", "project_id", "user_id", "vm_state", "task_state", "host", "node", "availability_zone",
             "created_at", "updated_at", "launched_at", "deleted_at")
 
