@@ -169,7 +169,9 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     window = window_rows.new_window()
     if set_capacity:
         def fetch(after: int, upto: int, batch: int, _wanted: int):
-            if flat_summaries and batch <= window_rows.MAX_WINDOW:
+            # (answers the summary cache serves keep the joined form: their
+            # summaries are read through the cache anyway)
+            if flat_summaries and batch <= window_rows.MAX_WINDOW and batch < summary_cache.MIN_SCOPE:
                 statement, values = sql.prepare("direct", conn.dialect.name,
                                                 lambda plan: query(plan, after, upto, batch, whole=True))
                 scanned_rows = window_rows.split(conn.execute(statement, values).all(), window, _ROW_WIDTH)
@@ -206,7 +208,7 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         return empty_result()
     if flat_summaries:
         # Every tree is the provider itself, or only used providers are shown.
-        if all(row[0] in window.stock for row in rows):
+        if len(rows) < summary_cache.MIN_SCOPE and all(row[0] in window.stock for row in rows):
             by_id = window_rows.summaries(conn, window, rows, _summary_classes(request), request.summary_traits)
             return _direct_result(conn, group, rows, by_id)
         found = summaries.load(conn, known=rows, classes=_summary_classes(request),

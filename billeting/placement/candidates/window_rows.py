@@ -13,10 +13,11 @@ more is read for the answer. Standard class and trait names come from
 ``names``' cache; a custom name is read from the database whenever one
 appears (custom classes can be renamed, so no custom name is cached).
 
-Only for small windows (``MAX_WINDOW``): beyond it, one row per inventory
-costs more to send and decode than the set-based capacity test with one
-joined row (``sql.serving_window``), and the summary cache serves the
-answer.
+Only for small windows (``MAX_WINDOW``, and below the size from which the
+summary cache serves an answer, ``summary_cache.MIN_SCOPE``): beyond it,
+one row per inventory costs more to send and decode than the set-based
+capacity test with one joined row (``sql.serving_window``), and the
+summaries come from the cache.
 
 The capacity test is the one of ``sql.serves`` and ``sql.fits_usage``,
 written in Python with the same arithmetic: ``(total - reserved) *
