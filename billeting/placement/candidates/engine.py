@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from sqlalchemy import Boolean, Connection, Integer, String, cast, func, literal_column, null, select, union_all
 
 from billeting.placement.candidates import (
-    names, search, sql, summaries, summary_cache, world as world_mod,
+    names, search, sql, summaries, summary_cache, window_rows, world as world_mod,
 )
 from billeting.placement.candidates.combine import Combiner, Pick, dedupe_key, shared_pairs
 from billeting.placement.candidates.model import (
@@ -110,8 +110,8 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
     set_capacity = bounded and conn.dialect.name != "mysql"
     flat_summaries = not (world.has_trees and request.nested_aware)
 
-    def query(plan: sql.Plan, after: int = 0, upto: int = 0, batch: int = 0):
-        plan.mark("direct", sample, bounded, set_capacity)
+    def query(plan: sql.Plan, after: int = 0, upto: int = 0, batch: int = 0, whole: bool = False):
+        plan.mark("direct", sample, bounded, set_capacity, whole)
         scanned = None
         if bounded:
             # Look at one batch of providers by id; the LIMIT inside the
@@ -127,6 +127,11 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
                                   form=form, capacity=not set_capacity)
         conds += sql.root_filter(plan, p.c.root_provider_id, request.root_required, request.root_forbidden,
                                  form=form)
+        if whole:
+            # The batch read whole: capacity is tested in Python (window_rows).
+            columns = summary_cache.row_columns(p, plan.dialect) if plan.build else ()
+            return window_rows.statement(plan, scanned, low, columns, sql.both(conds) if plan.build else None,
+                                         request.summary_traits)
         serving = None
         if set_capacity:
             # The batch is every provider id in (after, its last id].
@@ -159,8 +164,20 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
             return statement.order_by(random_order).limit(count)
         return statement.order_by(p.c.id)
 
+    # Small batches of a flat answer are read whole and summarized from the
+    # same rows (window_rows); ``window`` keeps what they returned.
+    window = window_rows.new_window()
     if set_capacity:
         def fetch(after: int, upto: int, batch: int, _wanted: int):
+            # (answers the summary cache serves keep the joined form: their
+            # summaries are read through the cache anyway)
+            if flat_summaries and batch <= window_rows.MAX_WINDOW and batch < summary_cache.MIN_SCOPE:
+                statement, values = sql.prepare("direct", conn.dialect.name,
+                                                lambda plan: query(plan, after, upto, batch, whole=True))
+                scanned_rows = window_rows.split(conn.execute(statement, values).all(), window, _ROW_WIDTH)
+                last = scanned_rows[-1][0] if len(scanned_rows) == batch else None
+                return [row[:-1] for row in scanned_rows
+                        if row[-1] and window_rows.serves(window, row[0], group.resources)], last
             statement, values = sql.prepare("direct", conn.dialect.name,
                                             lambda plan: query(plan, after, upto, batch))
             scanned_rows = conn.execute(statement, values).all()
@@ -191,6 +208,9 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
         return empty_result()
     if flat_summaries:
         # Every tree is the provider itself, or only used providers are shown.
+        if len(rows) < summary_cache.MIN_SCOPE and all(row[0] in window.stock for row in rows):
+            by_id = window_rows.summaries(conn, window, rows, _summary_classes(request), request.summary_traits)
+            return _direct_result(conn, group, rows, by_id)
         found = summaries.load(conn, known=rows, classes=_summary_classes(request),
                                with_traits=request.summary_traits)
     else:
@@ -209,6 +229,9 @@ def _direct_result(conn: Connection, group, rows: list, by_id: dict) -> Candidat
 
 
 # --- bounded scans ---------------------------------------------------------------
+
+# Values of a provider row (summary_cache.row_columns).
+_ROW_WIDTH = 6
 
 # Batches of rows looked at by the bounded scans: as many as results are
 # needed (most match), doubling while too few matched.

@@ -183,7 +183,9 @@ allocations = Table(
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("resource_provider_id", Integer, ForeignKey("resource_providers.id"), nullable=False),
     Column("consumer_id", Integer, ForeignKey("consumers.id"), nullable=False),
-    Column("resource_class_id", Integer, ForeignKey("resource_classes.id"), nullable=False),
+    # No foreign key to resource_classes: admission requires an inventory of
+    # the class, which has its own (migration 0005 says why).
+    Column("resource_class_id", Integer, nullable=False),
     Column("used", BigInteger, nullable=False),
     *_timestamps(),
     Index(None, "resource_provider_id", "resource_class_id", "used"),
