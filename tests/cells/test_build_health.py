@@ -13,6 +13,7 @@ from billeting.compute.driver import node_uuid
 from billeting.compute.fake import FakeConfig
 from billeting.compute.settings import ComputeSettings
 from billeting.compute.traits import DISABLED
+from billeting.conductor.cell import ConductorSettings
 from billeting.scheduler import Scheduler
 from billeting.scheduler.settings import SchedulerSettings
 
@@ -140,3 +141,30 @@ def test_a_negative_threshold_is_refused():
 
     with pytest.raises(ValueError, match="consecutive_build_service_disable_threshold"):
         threshold(-1).check()
+
+
+def _two_failing_then_good(deployment, conductor_settings):
+    """flaky > bad > good by RAM; flaky and bad fail every build."""
+    without_failure_weigher(deployment)
+    deployment.compute("flaky", config=FakeConfig(vcpus=16, memory_mb=131072, disk_gb=500, failure_rate=1.0))
+    deployment.compute("bad", config=FakeConfig(**BIG, failure_rate=1.0))
+    deployment.compute("good", config=FakeConfig(**MEDIUM))
+    return deployment.conductor(settings=conductor_settings)
+
+
+def test_the_cell_conductor_tries_hosts_it_just_saw_fail_last(deployment):
+    conductor = _two_failing_then_good(deployment, ConductorSettings())
+    first = settled(deployment, deployment.boot())
+    assert [h.host for h in first.hosts_tried] == ["flaky", "bad", "good"]
+    assert conductor.recent_failures.hosts() == {"flaky", "bad"}
+    second = settled(deployment, deployment.boot())
+    # Its alternates were [bad, good]: bad failed a moment ago, so good comes first.
+    assert (second.vm_state, [h.host for h in second.hosts_tried]) == (inst.VmState.ACTIVE, ["flaky", "good"])
+    assert second.alternates and second.alternates[0].service_host == "bad"   # kept as a last resort
+
+
+def test_without_the_memory_the_walk_follows_the_scheduler_s_order(deployment):
+    _two_failing_then_good(deployment, ConductorSettings(recent_failure_window_s=0))
+    settled(deployment, deployment.boot())
+    second = settled(deployment, deployment.boot())
+    assert [h.host for h in second.hosts_tried] == ["flaky", "bad", "good"]
