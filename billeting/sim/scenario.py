@@ -25,8 +25,14 @@ exits 2.
     distribution = "exponential"; mean_s = 600
     [failures]
     build_failure_pct = 5
+    bad_hosts = 10                    # hosts on which every build fails
+    down = [{host = "std-00003", at_s = 60, up_at_s = 300}, {rack = "rack2", at_s = 90},
+            {sharing = "nfs", at_s = 30, up_at_s = 60}]
+    [timing]
+    build_s = 30; build_s_by_kind = {ironic = 600}
     [[designs]]
     name = "scheduler-claims-2alt"; design = "scheduler-claims"; alternates = 2
+    disable_after_failures = 3; health_check_s = 600; recent_failure_window_s = 600
 """
 from __future__ import annotations
 

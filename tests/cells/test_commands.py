@@ -56,6 +56,8 @@ def test_cell_db_status_of_a_file_that_is_not_sqlite_is_one_line(tmp_path, capsy
     (["compute", "--host", "a", "--host", "a", "--transport-url", "amqp://g:g@127.0.0.1:1/x",
       "--placement-url", "http://127.0.0.1:1"], "cannot reach Placement"),
     (["conductor", "--max-attempts", "0"], "max_attempts must be at least 1"),
+    (["conductor", "--recent-failure-hosts", "0"], "recent_failure_hosts must be at least 1"),
+    (["conductor", "--recent-failure-window", "-1"], "recent_failure_window_s must not be negative"),
     (["conductor", "--transport-url", "amqp://g:secret@127.0.0.1:1/x", "--placement-url", "http://127.0.0.1:1"],
      "cannot reach Placement"),
     (["audit"], "name every cell"),
