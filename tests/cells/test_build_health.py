@@ -55,7 +55,8 @@ def test_the_failure_that_reaches_the_threshold_disables_the_compute_and_placeme
     assert [h.host for h in second.hosts_tried] == ["bad", "good"]
     record = wait_for(lambda: (r := service(deployment, "bad")).disabled and r, what="bad to disable itself")
     assert record.disabled_reason == auto_disabled_reason(2)
-    assert DISABLED in traits(deployment, "bad")
+    # (the record is written first, then Placement, on the compute's build thread)
+    wait_for(lambda: DISABLED in traits(deployment, "bad"), what="the disabled trait")
     # Not a candidate at all any more, not even as an alternate.
     line = deployment.schedule(alternates=2)[0]
     assert [s.service_host for s in line] == ["good"]
@@ -124,7 +125,7 @@ def test_a_passing_health_check_enables_a_compute_that_disabled_itself(deploymen
     bad = deployment.compute("bad", config=FakeConfig(**BIG, failure_rate=1.0), settings=threshold(1))
     deployment.conductor()
     settled(deployment, deployment.boot())
-    wait_for(lambda: service(deployment, "bad").disabled, what="bad to disable itself")
+    wait_for(lambda: DISABLED in traits(deployment, "bad"), what="bad to disable itself")
     assert service(deployment, "bad").disabled_reason.startswith(REASON_PREFIX)
     assert bad.health_check() is False            # still broken: the trial build fails
     assert DISABLED in traits(deployment, "bad")

@@ -27,7 +27,8 @@ def test_os_services_shows_the_self_disable_and_an_enable_undoes_it(deployment, 
 
     shown = wait_for(lambda: (s := bad_service())["status"] == "disabled" and s, what="bad disabled")
     assert shown["disabled_reason"] == auto_disabled_reason(1)
-    assert DISABLED in deployment.placement.get_traits(node_uuid("bad")).traits
+    wait_for(lambda: DISABLED in deployment.placement.get_traits(node_uuid("bad")).traits,
+             what="the disabled trait (written after the record)")
 
     r = p.call("PUT", f"/v2.1/os-services/{shown['id']}", {"status": "enabled"})
     assert r.status_code == 200 and r.json["service"]["status"] == "enabled", r.text
