@@ -4,7 +4,7 @@ a cell conductor that tries hosts it just saw fail last."""
 from __future__ import annotations
 
 from billeting.scheduler.prefilters import DISABLED_TRAIT
-from tests.sim.test_outages import BASE, run_of, write
+from tests.sim.test_outages import run_of, write
 
 MORE_HOSTS = ('[[fleet.hosts]]\nname = "g"\ncount = 12\nvcpus = 16\nmemory_mb = 32768\ndisk_gb = 1000')
 
