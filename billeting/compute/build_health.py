@@ -79,18 +79,22 @@ class BuildHealth:
         with self._lock:
             self._failures += 1
             failures = self._failures
-        if not self.threshold or failures != self.threshold:
-            # Only the failure that reaches the threshold disables: the ones after
-            # it (builds already cast here) must not overwrite an operator's enable.
+        if not self.threshold or failures < self.threshold:
             return HealthChange(failures=failures)
-        record = services.get(self.engine, self.host, services.COMPUTE)
-        if record is None or record.disabled:
+        # At or past the threshold (past it: an earlier attempt to disable
+        # failed, try again). An operator's enable resets the count first.
+        try:
+            record = services.get(self.engine, self.host, services.COMPUTE)
+            if record is None or record.disabled:
+                return HealthChange(failures=failures)
+            reason = auto_disabled_reason(failures)
+            services.set_disabled(self.engine, self.host, True, reason=reason)
+            LOG.warning("compute %s: %s; disabling the service until an operator (or a passing health check) "
+                        "enables it", self.host, reason)
+            self.report_disabled(True)
+        except Exception:  # noqa: BLE001 - the build is handed on already; the next failure tries again
+            LOG.exception("compute %s: could not disable itself after %d failed builds", self.host, failures)
             return HealthChange(failures=failures)
-        reason = auto_disabled_reason(failures)
-        services.set_disabled(self.engine, self.host, True, reason=reason)
-        LOG.warning("compute %s: %s; disabling the service until an operator (or a passing health check) "
-                    "enables it", self.host, reason)
-        self.report_disabled(True)
         return HealthChange(failures=failures, disabled=True)
 
     def enabled_again(self) -> None:
