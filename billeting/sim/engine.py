@@ -109,6 +109,7 @@ class Run:
         self.bad_hosts = {h.uuid for h in rng.sample(fleet.hosts, scenario.failures.bad_hosts)}
         self.down: set[str] = set()
         self.sharing_down: set[str] = set()
+        self._outages_of: dict[str, int] = {}   # host -> outages it is in now
         self.health = HostHealth(self)
         # Metrics.
         self.upcalls = 0
@@ -395,10 +396,14 @@ class Run:
             (self.sharing_down.update if down else self.sharing_down.difference_update)(outage.uuids)
             return
         for host_uuid in outage.uuids:
-            (self.down.add if down else self.down.discard)(host_uuid)
+            # A host in a rack that is down and named on its own as well is up
+            # again only when both outages are over.
+            n = self._outages_of.get(host_uuid, 0) + (1 if down else -1)
+            self._outages_of[host_uuid] = n
+            (self.down.add if n > 0 else self.down.discard)(host_uuid)
             rec = self.catalog.records([host_uuid]).get(host_uuid)
             if rec is not None:
-                self.catalog.put(msgspec.structs.replace(rec, up=not down))
+                self.catalog.put(msgspec.structs.replace(rec, up=n <= 0))
 
     def _sample(self) -> None:
         active = sum(1 for i in self.instances.values() if i.state in ("active", "building")) + len(self.prefilled)

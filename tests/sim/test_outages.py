@@ -8,7 +8,7 @@ import pytest
 
 from billeting.cli import main
 from billeting.sim import fleet as fleet_mod
-from billeting.sim import runner, scenario, workload
+from billeting.sim import outages, runner, scenario, workload
 from billeting.sim.engine import Run
 
 BASE = """
@@ -196,3 +196,29 @@ def test_build_times_follow_the_host_kind(tmp_path, monkeypatch):
     assert took["flat"] and took["numa"]
     # Build time plus a few RPC and Placement hops (well under a second).
     assert all(10 <= t < 11 for t in took["flat"]) and all(200 <= t < 201 for t in took["numa"])
+
+
+def test_a_host_down_on_its_own_and_with_its_rack_is_back_when_both_are_over(tmp_path):
+    s = scenario.load(write(tmp_path, failures='down = [{host = "h-00000", at_s = 0, up_at_s = 100}, '
+                                                '{rack = "rack0", at_s = 10, up_at_s = 20}]'))
+    with runner._workdir() as work:
+        from billeting.placement_client.inprocess import InProcessPlacementClient
+
+        engine = runner._sqlite_engine(work / "p.db")
+        client = InProcessPlacementClient(engine)
+        try:
+            fleet = fleet_mod.build(client, s)
+            run = Run(s, s.designs[0], client, fleet, {}, [])
+            host, rack = outages.resolve(s.failures.down, fleet)
+            alone = host.uuids[0]
+            run._went_down(host, True)
+            run._went_down(rack, True)
+            run._went_down(rack, False)          # the rack is back, the host still down on its own
+            assert alone in run.down and not run.catalog.records([alone])[alone].up
+            others = set(rack.uuids) - {alone}
+            assert others and not others & run.down and all(r.up for r in run.catalog.records(others).values())
+            run._went_down(host, False)
+            assert alone not in run.down and run.catalog.records([alone])[alone].up
+        finally:
+            client.close()
+            engine.dispose()
