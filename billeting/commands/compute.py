@@ -68,6 +68,11 @@ def register(commands) -> None:
     tuning.add_argument("--orphan-grace", type=float, default=None, metavar="SECONDS",
                         help="how long an unexplained allocation is left before the audit removes it")
     tuning.add_argument("--build-threads", type=int, default=None)
+    tuning.add_argument("--consecutive-build-service-disable-threshold", type=int, default=None, metavar="N",
+                        help="disable the service after N failed builds in a row (default 10; 0: never)")
+    tuning.add_argument("--build-health-check-interval", type=float, default=None, metavar="SECONDS",
+                        help="how often a service disabled by failed builds checks its health and enables "
+                             "itself when it passes (default 0: only an operator enables it)")
     add_pool_flags(p)
     p.set_defaults(func=cmd_compute)
 
@@ -84,7 +89,9 @@ _SETTING_FLAGS = {"reserved_host_cpus": "reserved_host_cpus", "reserved_host_mem
                   "ram_allocation_ratio": "ram_allocation_ratio", "disk_allocation_ratio": "disk_allocation_ratio",
                   "report_interval": "report_interval_s", "update_interval": "update_resources_interval_s",
                   "audit_interval": "audit_interval_s", "orphan_grace": "orphan_grace_s",
-                  "build_threads": "build_threads"}
+                  "build_threads": "build_threads",
+                  "consecutive_build_service_disable_threshold": "consecutive_build_service_disable_threshold",
+                  "build_health_check_interval": "build_health_check_interval_s"}
 
 
 def _image_types(text: str) -> tuple[str, ...]:

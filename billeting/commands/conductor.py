@@ -19,7 +19,8 @@ LOG = logging.getLogger("billeting")
 _FLAGS = {"max_attempts": "max_attempts", "service_down_time": "service_down_time_s",
           "report_interval": "report_interval_s", "sweep_interval": "sweep_interval_s",
           "cast_timeout": "cast_timeout_s", "reschedule_timeout": "reschedule_timeout_s",
-          "delete_timeout": "delete_timeout_s", "build_timeout": "build_timeout_s"}
+          "delete_timeout": "delete_timeout_s", "build_timeout": "build_timeout_s",
+          "recent_failure_window": "recent_failure_window_s", "recent_failure_hosts": "recent_failure_hosts"}
 
 
 def register(commands) -> None:
@@ -37,6 +38,10 @@ def register(commands) -> None:
     p.add_argument("--delete-timeout", type=float, default=None, metavar="SECONDS")
     p.add_argument("--build-timeout", type=float, default=None, metavar="SECONDS",
                    help="fail builds on a live compute that take longer (default 0: never)")
+    p.add_argument("--recent-failure-window", type=float, default=None, metavar="SECONDS",
+                   help="alternates on hosts that failed a build this recently are tried last (default 60; 0: off)")
+    p.add_argument("--recent-failure-hosts", type=int, default=None, metavar="N",
+                   help="how many recently failed hosts the conductor remembers (default 1024)")
     p.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                    help="serve Prometheus metrics (reschedules, lost builds per cell) at "
                         "http://--metrics-host:PORT/metrics (default: not served)")

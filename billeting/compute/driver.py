@@ -112,3 +112,7 @@ class VirtDriver(Protocol):
 
     def guests(self) -> dict[str, str]:
         """Instance uuid → node name of every guest the hypervisor runs."""
+
+    # Optional: ``health_check() -> bool``, True when the host could build
+    # again. A compute that disabled itself after failed builds (build_health)
+    # enables itself when it passes; without it only an operator enables it.

@@ -254,6 +254,18 @@ class FakeDriver:
         with self._lock:
             self._guests[instance.uuid] = nodename
 
+    def set_failure_rate(self, failure_rate: float) -> None:
+        """Break or repair the host while it runs."""
+        if not 0.0 <= failure_rate <= 1.0:
+            raise ValueError("failure_rate must be between 0 and 1")
+        self.config = msgspec.structs.replace(self.config, failure_rate=failure_rate)
+
+    def health_check(self) -> bool:
+        """A trial build: it fails as often as real builds do."""
+        c = self.config
+        with self._lock:
+            return not (c.failure_rate > 0 and self._rng.random() < c.failure_rate)
+
     def destroy(self, instance_uuid: str) -> bool:
         with self._lock:
             return self._guests.pop(instance_uuid, None) is not None

@@ -9,7 +9,9 @@ state machine in ``billeting.cells.instances``:
   message for any other attempt or state is a duplicate and is dropped),
   runs the driver, and ends in ``active``; if the instance was deleted or
   taken away meanwhile, the guest is destroyed instead.
-* A failed build counts against the node's ``failed_builds``; the guest is
+* A failed build counts against the node's ``failed_builds`` and the
+  compute's own run of consecutive failures (``build_health``: enough of them
+  and the compute disables itself); the guest is
   removed; then either (retry allowed, driver said the failure is
   host-specific) spawning → rescheduling, the allocation is force-deleted
   and ``build_instances`` goes to the cell conductor with the alternates —
@@ -41,6 +43,7 @@ from billeting.cells.handoff import build_message
 from billeting.cells.rpc import CellConductorAPI, ComputeAPI
 from billeting.cells.wiring import CellWiring
 from billeting.cells.move_cleanup import free_migrations
+from billeting.compute.build_health import BuildHealth
 from billeting.compute.driver import BuildAborted, BuildFailed, BuildInterrupted, VirtDriver
 from billeting.compute.lifecycle import ComputeLifecycle
 from billeting.compute.moves import ComputeMoves, MoveRecovery
@@ -81,6 +84,8 @@ class ComputeManager:
         self.computes = ComputeAPI(self.bus)
         self.reporter = reporter or TreeReporter(self.client, refresh_s=self.settings.association_refresh_s)
         self.tracker = ResourceTracker(host, driver, self.engine, self.reporter, self.settings)
+        self.health = BuildHealth(host, self.engine, self.settings.consecutive_build_service_disable_threshold,
+                                  self.tracker.set_disabled)
         self._stop = threading.Event()
         self._server: Server | None = None
         self._unknown_since: dict[str, float] = {}
@@ -142,12 +147,23 @@ class ComputeManager:
                 self.reporter.drop(root)
             self.tracker.update_available_resource()
         if record.disabled != self.tracker.disabled:
-            self.tracker.set_disabled(record.disabled)
+            self._disabled_changed(record.disabled)
         return record
 
     def refresh_service(self) -> list[NodeReport]:
         record = services.get(self.engine, self.host, services.COMPUTE)
-        return self.tracker.set_disabled(bool(record and record.disabled))
+        return self._disabled_changed(bool(record and record.disabled))
+
+    def _disabled_changed(self, disabled: bool) -> list[NodeReport]:
+        if not disabled and self.tracker.disabled:
+            self.health.enabled_again()  # an operator enabled it: count failures afresh
+        return self.tracker.set_disabled(disabled)
+
+    def health_check(self) -> bool:
+        """Enable the service again when the compute disabled it itself and
+        the driver's health check passes (a driver without one never does)."""
+        check = getattr(self.driver, "health_check", None)
+        return check is not None and self.health.health_check(check)
 
     def update_available_resource(self) -> list[NodeReport]:
         return self.tracker.update_available_resource()
@@ -209,11 +225,14 @@ class ComputeManager:
             return
         except BuildFailed as exc:
             self._build_failed(build, exc, reschedule=build.request.retry)
+            self.health.failed()  # (after the hand-off: disabling writes to Placement)
             return
         except Exception as exc:  # noqa: BLE001 - any driver failure is a failed build on this host
             LOG.exception("unexpected failure building %s on %s", uuid, self.host)
             self._build_failed(build, exc, reschedule=build.request.retry)
+            self.health.failed()
             return
+        self.health.succeeded()
         if inst.finish_spawn(self.engine, uuid, host=self.host, attempt=build.attempt):
             services.record_build(self.engine, sel.compute_node_uuid, succeeded=True)
             LOG.info("instance %s is active on %s (%s), attempt %d", uuid, self.host, sel.nodename, build.attempt)

@@ -43,6 +43,7 @@ class ComputeService:
                 self.periodic.add(f"{m.host}.update_available_resource", s.update_resources_interval_s,
                                   m.update_available_resource)
                 self.periodic.add(f"{m.host}.audit_allocations", s.audit_interval_s, m.audit_allocations)
+                self.periodic.add(f"{m.host}.health_check", s.build_health_check_interval_s, m.health_check)
             self.periodic.start()
 
     def request_stop(self) -> None:

@@ -40,6 +40,12 @@ class ComputeSettings:
     orphan_grace_s: float = 600.0
     service_down_time_s: float = DEFAULT_DOWN_TIME_S
     build_threads: int = 8
+    # [compute]consecutive_build_service_disable_threshold: this many failed
+    # builds in a row disable the service (0: never; see build_health).
+    consecutive_build_service_disable_threshold: int = 10
+    # How often a service the compute disabled itself runs the driver's health
+    # check, and enables itself again when it passes (<= 0: only an operator enables it).
+    build_health_check_interval_s: float = 0.0
 
     @property
     def reserved(self) -> Reserved:
@@ -60,5 +66,7 @@ class ComputeSettings:
             raise ValueError("report and update intervals must be positive")
         if self.build_threads < 1:
             raise ValueError("build_threads must be at least 1")
+        if self.consecutive_build_service_disable_threshold < 0:
+            raise ValueError("consecutive_build_service_disable_threshold must not be negative (0 turns it off)")
         if not self.owner_trait:
             raise ValueError("owner_trait must not be empty")

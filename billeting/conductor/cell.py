@@ -15,8 +15,9 @@ Reschedule (``build_instances``, attempt n failed, state ``rescheduling``):
    compute that died before un-claiming: delete it);
 2. stop with ERROR when attempt n reached ``max_attempts``;
 3. claim the next alternate (``reschedule.claim_next_alternate``: one
-   whose claim is refused is skipped without counting an attempt);
-   ERROR when none could be claimed;
+   whose claim is refused is skipped without counting an attempt; hosts
+   this conductor saw fail a build within ``recent_failure_window_s`` are
+   tried last, see ``recent_failures``); ERROR when none could be claimed;
 4. record attempt n+1 on the claimed host (compare-and-set on attempt n;
    losing it to a racing handler that recorded the same host is fine,
    losing it to a delete means our claim is freed again);
@@ -60,6 +61,7 @@ from billeting.cells.periodic import Periodic
 from billeting.cells.rpc import ComputeAPI
 from billeting.cells.wiring import CellWiring
 from billeting.conductor import metrics
+from billeting.conductor.recent_failures import DEFAULT_MAX_HOSTS, DEFAULT_WINDOW_S, RecentFailures
 from billeting.conductor.reschedule import EXHAUSTED, ConsumerHoldsAllocations, NextHost, claim_next_alternate
 from billeting.messaging import Bus
 from billeting.messaging.bus import Server
@@ -81,14 +83,19 @@ class ConductorSettings:
     reschedule_timeout_s: float = 60.0
     delete_timeout_s: float = 60.0
     build_timeout_s: float = 0.0  # 0: a build on a live compute may take as long as it takes
+    # Alternates on hosts that failed a build this long ago or less go last (0: off).
+    recent_failure_window_s: float = DEFAULT_WINDOW_S
+    recent_failure_hosts: int = DEFAULT_MAX_HOSTS  # how many such hosts are remembered
 
     def check(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         for name in ("service_down_time_s", "report_interval_s", "cast_timeout_s", "reschedule_timeout_s",
-                     "delete_timeout_s", "build_timeout_s"):
+                     "delete_timeout_s", "build_timeout_s", "recent_failure_window_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
+        if self.recent_failure_hosts < 1:
+            raise ValueError("recent_failure_hosts must be at least 1")
 
 
 class Outcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -101,6 +108,7 @@ class Outcome(msgspec.Struct, frozen=True, kw_only=True):
     host: str | None = None
     attempt: int = 0
     refused: int = 0                # alternates whose claim Placement refused
+    deferred: int = 0               # alternates tried last: their host failed a build just now
 
 
 class SweepReport(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,6 +133,8 @@ class CellConductor:
         self._server: Server | None = None
         self._periodic: Periodic | None = None
         self._sweep_lock = threading.Lock()
+        self.recent_failures = RecentFailures(self.settings.recent_failure_window_s,
+                                              self.settings.recent_failure_hosts)
 
     # --- life cycle ---------------------------------------------------------------------
 
@@ -173,6 +183,7 @@ class CellConductor:
             LOG.info("reschedule of %s (attempt %d) is not current any more; dropped", request.instance_uuid,
                      request.attempt)
             return Outcome(instance_uuid=request.instance_uuid, result="stale", attempt=request.attempt)
+        self.recent_failures.failed(request.failed.host if request.failed else None)
         return self.reschedule(record, request.alternates)
 
     def reschedule(self, record: inst.InstanceRecord, alternates: tuple[Selection, ...]) -> Outcome:
@@ -192,7 +203,8 @@ class CellConductor:
             try:
                 next_host = claim_next_alternate(
                     self.client, uuid, alternates, project_id=record.request.project_id,
-                    user_id=record.request.user_id, consumer_type=record.request.consumer_type)
+                    user_id=record.request.user_id, consumer_type=record.request.consumer_type,
+                    avoid=self.recent_failures.hosts())
             except ConsumerHoldsAllocations:
                 # Another handler of this reschedule claimed first: take its claim.
                 adopted, alternates = self._settle_holdings(record, alternates, delete_stale=False)
@@ -222,7 +234,7 @@ class CellConductor:
         LOG.info("instance %s rescheduled to %s (%s), attempt %d (%d alternate(s) refused)", uuid,
                  chosen.service_host, chosen.nodename, attempt + 1, next_host.refused)
         return Outcome(instance_uuid=uuid, result="cast", host=chosen.service_host, attempt=attempt + 1,
-                       refused=next_host.refused)
+                       refused=next_host.refused, deferred=next_host.deferred)
 
     def _settle_holdings(self, record: inst.InstanceRecord, alternates: tuple[Selection, ...], *,
                          delete_stale: bool = True) -> tuple[Selection | None, tuple[Selection, ...]]:
@@ -285,6 +297,7 @@ class CellConductor:
 
     def _count_failure(self, record: inst.InstanceRecord) -> None:
         metrics.observe_build_failure(self.wiring.name)
+        self.recent_failures.failed(record.host)
         if record.selection is not None:
             services.record_build(self.engine, record.selection.compute_node_uuid, succeeded=False)
 

@@ -5,7 +5,9 @@ instance's allocation (it must: claiming on top would merge two
 allocations). The conductor claims the next alternate with that
 alternate's own allocation request; an alternate whose claim is refused is
 skipped without counting an attempt; the first claim that wins is where the
-build is cast next, with what is left of the list. When nothing is left the
+build is cast next, with what is left of the list. Alternates on hosts
+named in ``avoid`` (the cell just saw them fail; see ``recent_failures``)
+are tried after all the others, keeping their order. When nothing is left the
 instance goes to ERROR with "Exhausted all hosts available for retrying
 build failures". The walk never asks the scheduler (a cell cannot call up).
 
@@ -14,6 +16,7 @@ the designs they compare retry with the same code.
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from billeting.placement_client import claims
@@ -36,6 +39,7 @@ class NextHost:
     selection: Selection | None      # claimed; None when the alternates ran out
     remaining: tuple[Selection, ...]  # to pass on with the build
     refused: int                      # alternates skipped because their claim lost
+    deferred: int = 0                 # alternates moved to the end of the walk (hosts to avoid)
 
     @property
     def exhausted(self) -> bool:
@@ -43,9 +47,16 @@ class NextHost:
 
 
 def claim_next_alternate(client: PlacementClient, instance_uuid: str, alternates: tuple[Selection, ...], *,
-                         project_id: str, user_id: str, consumer_type: str | None = None) -> NextHost:
+                         project_id: str, user_id: str, consumer_type: str | None = None,
+                         avoid: Collection[str] = ()) -> NextHost:
     refused = 0
     pending = list(alternates)
+    deferred = 0
+    if avoid:
+        later = [a for a in pending if a.service_host in avoid]
+        if later:
+            pending = [a for a in pending if a.service_host not in avoid] + later
+            deferred = len(later)
     while pending:
         alt = pending.pop(0)
         if alt.allocation_request is None:
@@ -57,11 +68,11 @@ def claim_next_alternate(client: PlacementClient, instance_uuid: str, alternates
         if outcome.ok:
             chosen = Selection(**{f: getattr(alt, f) for f in alt.__struct_fields__ if f != "claimed"},
                                claimed=True)
-            return NextHost(chosen, tuple(pending), refused)
+            return NextHost(chosen, tuple(pending), refused, deferred)
         if outcome.result is WriteResult.CONSUMER_CONFLICT:
             # The failed host's allocation is still there: claiming now would
             # double it. The compute must un-claim first (see module doc).
             raise ConsumerHoldsAllocations(f"instance {instance_uuid} still holds allocations; "
                                            "the failed build's allocation must be deleted before rescheduling")
         refused += 1
-    return NextHost(None, (), refused)
+    return NextHost(None, (), refused, deferred)

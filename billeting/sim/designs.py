@@ -14,6 +14,11 @@ Both cell designs retry a failed build inside the cell with the control
 plane's own ``claim_next_alternate`` (the same function, not a copy): the
 compute un-claims, the cell conductor claims the next alternate, and nothing
 ever calls the scheduler again.
+
+Per design, two defences against hosts that always fail (``host_health``):
+computes that disable themselves after ``disable_after_failures`` failed
+builds in a row (every design), and a cell conductor that tries alternates
+on hosts it saw fail within ``recent_failure_window_s`` last (cell designs).
 """
 from __future__ import annotations
 
@@ -37,11 +42,12 @@ def _cell_walk(run: Run, inst: Instance, chosen: Selection, alternates: tuple[Se
             return
         run.unclaim(inst)                   # the failed compute deletes its allocation first
         run.cast()                          # compute -> cell conductor
+        run.health.saw_failure(sel.cell_uuid, sel.service_host)
         if inst.attempts >= run.d.max_attempts:
             run.error(inst, MAX_RETRIES)
             return
         nxt = claim_next_alternate(run.client, inst.uuid, alternates, project_id=PROJECT, user_id=USER,
-                                   consumer_type=CONSUMER_TYPE)
+                                   consumer_type=CONSUMER_TYPE, avoid=run.health.avoid(sel.cell_uuid))
         if nxt.exhausted:
             run.error(inst, EXHAUSTED)
             return

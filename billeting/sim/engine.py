@@ -23,7 +23,9 @@ from billeting.scheduler.request import ScheduleRequest, ServerGroup
 from billeting.scheduler.selection import Selection
 from billeting.scheduler.settings import SchedulerSettings
 from billeting.sim.clock import Clock, Semaphore
+from billeting.sim import outages
 from billeting.sim.fleet import PROJECT, USER, FleetMap, sim_uuid
+from billeting.sim.host_health import HostHealth
 from billeting.sim.scenario import DesignSpec, Scenario
 from billeting.sim.simclient import SimPlacement
 from billeting.sim.workload import Arrival
@@ -106,6 +108,9 @@ class Run:
         rng = random.Random(f"{scenario.seed}/bad-hosts")
         self.bad_hosts = {h.uuid for h in rng.sample(fleet.hosts, scenario.failures.bad_hosts)}
         self.down: set[str] = set()
+        self.sharing_down: set[str] = set()
+        self._outages_of: dict[str, int] = {}   # host -> outages it is in now
+        self.health = HostHealth(self)
         # Metrics.
         self.upcalls = 0
         self.scheduler_calls = 0
@@ -129,8 +134,10 @@ class Run:
         saved = random.getstate()
         random.seed(f"{self.s.seed}/placement/{self.d.name}")
         self.sem = Semaphore(self.clock, self.s.arrivals.max_in_flight)
-        for down in self.s.failures.down:
-            self.clock.call_at(down.at_s, self._host_down, self.fleet.hosts[down.host].uuid)
+        for outage in outages.resolve(self.s.failures.down, self.fleet):
+            self.clock.call_at(outage.at_s, self._went_down, outage, True)
+            if outage.up_at_s is not None:
+                self.clock.call_at(outage.up_at_s, self._went_down, outage, False)
         self.clock.call_at(0.0, self._sample)
         self.clock.call_at(0.0, lambda: self.clock.spawn(self._feed))
         if not self.arrivals:
@@ -271,7 +278,8 @@ class Run:
         rng = random.Random(f"{self.s.seed}/build/{inst.key}/{inst.attempts}")
         t = self.s.timing
         fail_draw = rng.random()
-        duration = t.build_s * rng.uniform(1 - t.build_jitter, 1 + t.build_jitter)
+        mean_s = t.build_s_by_kind.get(self.fleet.by_uuid[host_uuid].shape.kind, t.build_s)
+        duration = mean_s * rng.uniform(1 - t.build_jitter, 1 + t.build_jitter)
         if host_uuid in self.down:
             return "compute is down"
         late = self._late_group_check(inst, host_uuid)
@@ -280,6 +288,8 @@ class Run:
         self.clock.sleep(duration)
         if host_uuid in self.down:
             failed = "compute went down during the build"
+        elif inst.allocation is not None and not self.sharing_down.isdisjoint(inst.allocation):
+            failed = "build failed (its shared storage is down)"
         elif host_uuid in self.bad_hosts:
             failed = "build failed (bad host)"
         elif fail_draw * 100 < self.s.failures.build_failure_pct:
@@ -289,7 +299,20 @@ class Run:
         self._count_build(host_uuid, failed is None)
         return failed
 
+    def would_fail(self, host_uuid: str) -> bool:
+        """Would a build there fail now for a reason of the host's own (a health check's answer)?"""
+        if host_uuid in self.down or host_uuid in self.bad_hosts:
+            return True
+        host = self.fleet.by_uuid[host_uuid]
+        if not host.shape.shared_disk or not self.sharing_down:
+            return False
+        # Its disk comes from its cell's sharing providers: it fails when none is up.
+        mine = {sim_uuid(self.fleet.prefix, "sharing", sp.name) for sp in self.s.fleet.sharing
+                if f"cell{sp.cell}" == host.cell}
+        return mine <= self.sharing_down
+
     def _count_build(self, host_uuid: str, ok: bool) -> None:
+        self.health.build_finished(host_uuid, ok)
         rec = self.catalog.records([host_uuid]).get(host_uuid)
         if rec is None:
             return
@@ -367,11 +390,20 @@ class Run:
 
     # --- observation ----------------------------------------------------------------
 
-    def _host_down(self, host_uuid: str) -> None:
-        self.down.add(host_uuid)
-        rec = self.catalog.records([host_uuid]).get(host_uuid)
-        if rec is not None:
-            self.catalog.put(msgspec.structs.replace(rec, up=False))
+    def _went_down(self, outage: outages.Outage, down: bool) -> None:
+        """An outage begins (``down``) or ends."""
+        if outage.kind == "sharing":
+            (self.sharing_down.update if down else self.sharing_down.difference_update)(outage.uuids)
+            return
+        for host_uuid in outage.uuids:
+            # A host in a rack that is down and named on its own as well is up
+            # again only when both outages are over.
+            n = self._outages_of.get(host_uuid, 0) + (1 if down else -1)
+            self._outages_of[host_uuid] = n
+            (self.down.add if n > 0 else self.down.discard)(host_uuid)
+            rec = self.catalog.records([host_uuid]).get(host_uuid)
+            if rec is not None:
+                self.catalog.put(msgspec.structs.replace(rec, up=n <= 0))
 
     def _sample(self) -> None:
         active = sum(1 for i in self.instances.values() if i.state in ("active", "building")) + len(self.prefilled)

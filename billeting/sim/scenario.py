@@ -25,8 +25,14 @@ exits 2.
     distribution = "exponential"; mean_s = 600
     [failures]
     build_failure_pct = 5
+    bad_hosts = 10                    # hosts on which every build fails
+    down = [{host = "std-00003", at_s = 60, up_at_s = 300}, {rack = "rack2", at_s = 90},
+            {sharing = "nfs", at_s = 30, up_at_s = 60}]
+    [timing]
+    build_s = 30; build_s_by_kind = {ironic = 600}
     [[designs]]
     name = "scheduler-claims-2alt"; design = "scheduler-claims"; alternates = 2
+    disable_after_failures = 3; health_check_s = 600; recent_failure_window_s = 600
 """
 from __future__ import annotations
 
@@ -46,6 +52,7 @@ from billeting.scheduler import sample
 
 DESIGNS = ("legacy", "conductor-claims", "scheduler-claims")
 LEVELS = ("host", "rack", "row", "room", "cell")
+HOST_KINDS = ("flat", "numa", "gpu-nic", "ironic")  # HostShape.kind
 
 
 # Bounds every amount is checked against when the file is read, so a bad
@@ -159,8 +166,23 @@ class Lifetimes(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 class HostDown(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    host: int                      # index of the host in the fleet (0-based, build order)
+    """Something that goes down at ``at_s`` (and comes back at ``up_at_s``):
+    exactly one of a host (its name, e.g. ``std-00003``, or its index in
+    build order), a rack (``rack4``: every host in it) or a sharing provider
+    (its name: builds that use it fail while it is down)."""
+    host: int | str | None = None
+    rack: str | None = None
+    sharing: str | None = None
     at_s: Seconds
+    up_at_s: Seconds | None = None  # None: down for the rest of the run
+
+    def target(self) -> tuple[str, str]:
+        """(what kind of thing, which one) — the first one given."""
+        for kind in ("host", "rack", "sharing"):
+            value = getattr(self, kind)
+            if value is not None:
+                return kind, str(value)
+        return "", ""
 
 
 class Failures(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -177,6 +199,9 @@ class Timing(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     build_s: Seconds = 30.0               # mean build time on a compute
     build_jitter: Annotated[float, Meta(ge=0, lt=1)] = 0.3  # uniform +- this fraction
     fill_sample_s: Ratio = 10.0           # spacing of the fill-over-time points
+    # Mean build time per host kind (flat, numa, gpu-nic, ironic); the kinds
+    # not named take build_s. The jitter applies to each.
+    build_s_by_kind: dict[str, Seconds] = {}
 
 
 class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -198,6 +223,15 @@ class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
     # "adaptive", "all" (the scenario's candidates_limit at once) or a number as text.
     candidate_sample: str = "adaptive"
     multipliers: dict[str, float] = {}
+    # The compute's consecutive_build_service_disable_threshold (0: off) and how
+    # often a host that disabled itself is checked and enabled again once its
+    # builds would succeed (0: it stays disabled). See sim/host_health.py.
+    disable_after_failures: Annotated[int, Meta(ge=0, le=1000)] = 0
+    health_check_s: Seconds = 0.0
+    # The cell conductor's memory of hosts that just failed (0: off; cell
+    # designs only): alternates on them are tried last.
+    recent_failure_window_s: Seconds = 0.0
+    recent_failure_hosts: Annotated[int, Meta(ge=1, le=MAX_HOSTS)] = 1024
 
     def effective_alternates_from(self) -> str:
         if self.alternates_from is not None:
@@ -214,6 +248,12 @@ class DesignSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_field
                      schedulers=self.schedulers, weigher=self.weigher, candidate_sample=self.candidate_sample)
         if self.design == "conductor-claims":
             knobs["ranked"] = self.ranked
+        if self.disable_after_failures:
+            knobs["disable_after_failures"] = self.disable_after_failures
+            if self.health_check_s:
+                knobs["health_check_s"] = self.health_check_s
+        if self.recent_failure_window_s and self.design != "legacy":
+            knobs["recent_failure_window_s"] = self.recent_failure_window_s
         knobs.update(self.multipliers)
         return knobs
 
@@ -395,9 +435,8 @@ def check(s: Scenario) -> list[str]:
         out.append("failures.build_failure_pct: a percentage in [0, 100]")
     if s.failures.bad_hosts > s.host_count:
         out.append("failures.bad_hosts: more than the fleet's hosts")
-    for i, d in enumerate(s.failures.down):
-        if not 0 <= d.host < s.host_count:
-            out.append(f"failures.down[{i}].host: an index below {s.host_count}")
+    out += _outage_problems(s)
+    out += _build_time_problems(s)
     if s.candidates_limit < 1:
         out.append("candidates_limit: must be at least 1")
     if not s.designs:
@@ -408,6 +447,79 @@ def check(s: Scenario) -> list[str]:
     for i, d in enumerate(s.designs):
         if d.alternates < 0 or d.max_attempts < 1 or d.host_subset_size < 1 or d.schedulers < 1 or d.ranked < 1:
             out.append(f"designs[{i}]: alternates >= 0, max_attempts, host_subset_size, schedulers, ranked >= 1")
+        if d.health_check_s and not d.disable_after_failures:
+            out.append(f"designs[{i}].health_check_s: only means something with disable_after_failures")
+        if d.recent_failure_window_s and d.design == "legacy":
+            out.append(f"designs[{i}].recent_failure_window_s: legacy walks no alternates (it asks the scheduler "
+                       "again); use it with conductor-claims or scheduler-claims")
+    return out
+
+
+def host_names(s: Scenario) -> list[str]:
+    """Every host's name, as ``fleet.layout`` names them (without a prefix)."""
+    counts: dict[str, int] = {}
+    for h in s.fleet.hosts:
+        counts[h.name] = counts.get(h.name, 0) + h.count
+    return [f"{name}-{k:05d}" for name, n in counts.items() for k in range(n)]
+
+
+def rack_names(s: Scenario) -> list[str]:
+    return [f"rack{r}" for r in range(-(-s.host_count // max(s.fleet.hosts_per_rack, 1)))]
+
+
+def _outage_problems(s: Scenario) -> list[str]:
+    out: list[str] = []
+    hosts = set(host_names(s)) if s.host_count <= MAX_HOSTS else set()
+    racks = set(rack_names(s)) if s.host_count <= MAX_HOSTS else set()
+    sharing = {sp.name for sp in s.fleet.sharing}
+    windows: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+    for i, d in enumerate(s.failures.down):
+        where = f"failures.down[{i}]"
+        given = [k for k in ("host", "rack", "sharing") if getattr(d, k) is not None]
+        if len(given) != 1:
+            out.append(f"{where}: name exactly one of host, rack or sharing (got {', '.join(given) or 'none'})")
+            continue
+        kind, name = d.target()
+        if isinstance(d.host, int) and not isinstance(d.host, bool):
+            if not 0 <= d.host < s.host_count:
+                out.append(f"{where}.host: an index below {s.host_count} (or a host name such as "
+                           f"{host_names(s)[0]!r})")
+                continue
+            name = str(d.host)
+        elif kind == "host" and hosts and name not in hosts:
+            out.append(f"{where}.host: no host named {name!r} (names are <shape>-NNNNN, e.g. {min(hosts)!r})")
+            continue
+        elif kind == "rack" and racks and name not in racks:
+            out.append(f"{where}.rack: no rack named {name!r} (the fleet has rack0 to rack{len(racks) - 1})")
+            continue
+        elif kind == "sharing" and name not in sharing:
+            out.append(f"{where}.sharing: no sharing provider named {name!r}"
+                       + (f" (the fleet has {', '.join(sorted(sharing))})" if sharing else " (the fleet has none)"))
+            continue
+        if d.up_at_s is not None and not d.up_at_s > d.at_s:
+            out.append(f"{where}.up_at_s: must be later than at_s ({d.at_s:g})")
+            continue
+        end = d.up_at_s if d.up_at_s is not None else math.inf
+        for start, stop, j in windows.get((kind, name), []):
+            if d.at_s < stop and start < end:
+                out.append(f"{where}: {kind} {name!r} is already down then (failures.down[{j}]); "
+                           "give each outage of one target its own, separate time")
+        windows.setdefault((kind, name), []).append((d.at_s, end, i))
+    return out
+
+
+def _build_time_problems(s: Scenario) -> list[str]:
+    kinds = {h.kind for h in s.fleet.hosts}
+    known = HOST_KINDS
+    out = []
+    for kind, seconds in s.timing.build_s_by_kind.items():
+        where = f"timing.build_s_by_kind.{kind}"
+        if kind not in known:
+            out.append(f"{where}: not a host kind (one of {', '.join(known)})")
+        elif kind not in kinds:
+            out.append(f"{where}: no host of the fleet is of kind {kind!r}")
+        elif not math.isfinite(seconds):
+            out.append(f"{where}: must be a finite number")
     return out
 
 

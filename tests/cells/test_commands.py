@@ -52,9 +52,12 @@ def test_cell_db_status_of_a_file_that_is_not_sqlite_is_one_line(tmp_path, capsy
     (["compute", "--failure-rate", "2"], "failure_rate must be between 0 and 1"),
     (["compute", "--image-types", "qcow2,qed"], "unknown image type(s) qed"),
     (["compute", "--reserved-host-memory-mb", "-1"], "must not be negative"),
+    (["compute", "--consecutive-build-service-disable-threshold", "-1"], "0 turns it off"),
     (["compute", "--host", "a", "--host", "a", "--transport-url", "amqp://g:g@127.0.0.1:1/x",
       "--placement-url", "http://127.0.0.1:1"], "cannot reach Placement"),
     (["conductor", "--max-attempts", "0"], "max_attempts must be at least 1"),
+    (["conductor", "--recent-failure-hosts", "0"], "recent_failure_hosts must be at least 1"),
+    (["conductor", "--recent-failure-window", "-1"], "recent_failure_window_s must not be negative"),
     (["conductor", "--transport-url", "amqp://g:secret@127.0.0.1:1/x", "--placement-url", "http://127.0.0.1:1"],
      "cannot reach Placement"),
     (["audit"], "name every cell"),
@@ -66,6 +69,17 @@ def test_operator_mistakes_are_one_line(tmp_path, capsys, args, expected):
     assert cli.main(args) == 1
     line = one_line(capsys)
     assert expected in line and "secret" not in line
+
+
+def test_compute_build_health_flags_reach_the_settings():
+    from billeting.compute import command as compute_command
+
+    def settings(*flags: str):
+        return compute_command.compute_settings(cli.build_parser().parse_args(["compute", *flags]))
+
+    assert settings().consecutive_build_service_disable_threshold == 10
+    chosen = settings("--consecutive-build-service-disable-threshold", "3", "--build-health-check-interval", "30")
+    assert (chosen.consecutive_build_service_disable_threshold, chosen.build_health_check_interval_s) == (3, 30.0)
 
 
 def test_compute_image_types_flag_sets_the_disk_formats_the_fake_node_boots():

@@ -61,3 +61,18 @@ def test_claiming_before_the_failed_allocation_is_gone_is_refused(fleet, make_sc
         claim_next_alternate(placement, chosen.consumer_uuid, tuple(alts), project_id="p", user_id="u")
     assert placement.get_allocations(chosen.consumer_uuid).as_resources() == \
         chosen.allocation_request.as_resources()
+
+
+def test_alternates_on_hosts_to_avoid_are_tried_last_in_their_order(fleet, make_scheduler, placement):
+    for i in range(4):
+        fleet.host(f"h{i}", memory_mb=65536 - 4096 * i)
+    chosen, alts = build_and_fail(make_scheduler, placement)
+    avoid = {alts[0].service_host, alts[1].service_host}
+    nxt = claim_next_alternate(placement, chosen.consumer_uuid, alts, project_id="p", user_id="u", avoid=avoid)
+    assert nxt.selection.nodename == alts[2].nodename and nxt.deferred == 2
+    assert nxt.remaining == alts[:2]           # still there, as a last resort
+    claims.unclaim(placement, chosen.consumer_uuid)
+    # When every alternate is to be avoided, the first of them is still claimed.
+    nxt = claim_next_alternate(placement, chosen.consumer_uuid, alts[:2], project_id="p", user_id="u",
+                               avoid=avoid)
+    assert nxt.selection.nodename == alts[0].nodename and nxt.remaining == alts[1:2]
