@@ -72,7 +72,7 @@ def test_operator_mistakes_are_one_line(tmp_path, capsys, args, expected):
 
 
 def test_compute_build_health_flags_reach_the_settings():
-    from billeting.compute import command as compute_command
+    from billeting.commands import compute as compute_command
 
     def settings(*flags: str):
         return compute_command.compute_settings(cli.build_parser().parse_args(["compute", *flags]))
