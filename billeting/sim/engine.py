@@ -24,6 +24,7 @@ from billeting.scheduler.selection import Selection
 from billeting.scheduler.settings import SchedulerSettings
 from billeting.sim.clock import Clock, Semaphore
 from billeting.sim.fleet import PROJECT, USER, FleetMap, sim_uuid
+from billeting.sim.prefill import Prefilled
 from billeting.sim.scenario import DesignSpec, Scenario
 from billeting.sim.simclient import SimPlacement
 from billeting.sim.workload import Arrival
@@ -63,7 +64,7 @@ class GroupState:
 
 class Run:
     def __init__(self, scenario: Scenario, design: DesignSpec, client, fleet: FleetMap,
-                 prefilled: dict[str, tuple[str, dict[str, int]]], arrivals: list[Arrival],
+                 prefilled: dict[str, Prefilled], arrivals: list[Arrival],
                  progress: Callable[[int], None] | None = None) -> None:
         self.s = scenario
         self.d = design
@@ -101,8 +102,8 @@ class Run:
         # Usage by host, from the simulator's own bookkeeping (fill over time).
         self.usage: dict[str, dict[str, int]] = {h.uuid: {} for h in fleet.hosts}
         self.consumers_on: dict[str, int] = {h.uuid: 0 for h in fleet.hosts}
-        for host, res in prefilled.values():
-            self._add_usage(host, {host: res})
+        for held in prefilled.values():
+            self._add_usage(held.host, held.allocation)
         rng = random.Random(f"{scenario.seed}/bad-hosts")
         self.bad_hosts = {h.uuid for h in rng.sample(fleet.hosts, scenario.failures.bad_hosts)}
         self.down: set[str] = set()

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from billeting.sim import checker, fleet as fleet_mod, metrics, workload
+from billeting.sim import checker, fleet as fleet_mod, metrics, prefill as prefill_mod, workload
 from billeting.sim.engine import Run
 from billeting.sim.results import DesignResult, RunResult
 from billeting.sim.scenario import DesignSpec, Scenario
@@ -89,7 +89,7 @@ def run(scenario: Scenario, *, placement_url: str | None = None, client=None,
             hooks.phase(f"building the fleet ({scenario.host_count} hosts)")
             client = InProcessPlacementClient(engine)
             fleet = fleet_mod.build(client, scenario)
-            prefilled = fleet_mod.prefill(client, scenario, fleet)
+            prefilled = prefill_mod.prefill(client, scenario, fleet)
             _close(engine)
             for design in scenario.designs:
                 db = work / f"design-{len(results)}.db"
@@ -112,7 +112,7 @@ def run(scenario: Scenario, *, placement_url: str | None = None, client=None,
                 prefix = f"sim{run_id}-{i}-"
                 hooks.phase(f"building the fleet for {design.name} ({scenario.host_count} hosts over HTTP)")
                 fleet = fleet_mod.build(client, scenario, prefix=prefix)
-                prefilled = fleet_mod.prefill(client, scenario, fleet)
+                prefilled = prefill_mod.prefill(client, scenario, fleet)
                 results.append(_one(scenario, design, client, fleet, prefilled, arrivals, hooks))
         finally:
             if own:
