@@ -190,3 +190,21 @@ def test_pool_defaults(tmp_path):
     assert disk.effective_disk_gb == 100_000 and disk.shared_by == "shared-disk"
     ips = _load(tmp_path, "", 'shared_by = "cell"\nresources = { IPV4_ADDRESS = 9, CUSTOM_BW = 5 }').fleet.sharing[0]
     assert ips.effective_disk_gb == 0 and ips.resources == {"IPV4_ADDRESS": 9, "CUSTOM_BW": 5}
+
+
+def test_the_documented_pool_example_loads(tmp_path):
+    """The example in docs/operator/simulation.md, inside a scenario of two cells."""
+    import re
+
+    doc = Path(__file__).parents[2].joinpath("docs", "operator", "simulation.md").read_text()
+    block = re.search(r"```toml\n(\[\[fleet\.sharing\]\].*?)```", doc, re.S).group(1)
+    pools, _, rest = block.partition("[[flavors]]")
+    flavor, _, arrivals = rest.partition("[arrivals]")
+    text = ('name = "doc"\n[fleet]\ncells = 2\n[[fleet.hosts]]\nname = "h"\ncount = 4\n' + pools
+            + "[[flavors]]" + flavor + "[arrivals]" + arrivals
+            + '[[designs]]\nname = "sc"\ndesign = "scheduler-claims"\n')
+    path = tmp_path / "doc.toml"
+    path.write_text(text)
+    s = scenario.load(path)
+    assert [sp.resources for sp in s.fleet.sharing] == [{"IPV4_ADDRESS": 500}] * 2
+    assert s.arrivals.prefill == 0.6 and s.flavors[0].extra_specs == {"resources:IPV4_ADDRESS": "1"}
