@@ -130,12 +130,13 @@ def _one(scenario, design, client, fleet, prefilled, arrivals, hooks: Hooks) -> 
     sim.run()
     hooks.phase(f"checking {design.name}")
     ours = {p for h in fleet.hosts for p in h.providers} | fleet.sharing
-    state = checker.read_state(client, only=ours)
     expect = {}
     for inst in sim.instances.values():
         f = inst.arrival.flavor
         req, forb = _traits(f)
         expect[inst.uuid] = checker.InstanceExpect(uuid=inst.uuid, required=req, forbidden=forb, group=inst.group)
+    looked_at = {t for e in expect.values() for t in (*e.required, *e.forbidden)}
+    state = checker.read_state(client, only=ours, traits=looked_at)
     groups = {g.uuid: checker.GroupExpect(uuid=g.uuid, policy=g.policy, scope=g.scope,
                                           max_server_per_host=g.max_server_per_host)
               for g in sim.groups.values()}

@@ -208,3 +208,21 @@ def test_the_documented_pool_example_loads(tmp_path):
     s = scenario.load(path)
     assert [sp.resources for sp in s.fleet.sharing] == [{"IPV4_ADDRESS": 500}] * 2
     assert s.arrivals.prefill == 0.6 and s.flavors[0].extra_specs == {"resources:IPV4_ADDRESS": "1"}
+
+
+def test_the_checker_reading_only_the_traits_it_checks_sees_the_same(filled, tmp_path):
+    s, fleet, _, full = filled
+    engine = runner._sqlite_engine(tmp_path / "again.db")
+    client = InProcessPlacementClient(engine)
+    try:
+        again = fleet_mod.build(client, s)
+        prefill_mod.prefill(client, s, again)
+        ours = {p for h in again.hosts for p in h.providers} | again.sharing
+        some = checker.read_state(client, only=ours, traits={"CUSTOM_PHYSNET_DATA"})
+    finally:
+        engine.dispose()
+    assert some.consumers == full.consumers
+    for uuid, p in full.providers.items():
+        assert some.providers[uuid].traits == p.traits & {"CUSTOM_PHYSNET_DATA", checker.SHARING}, p.name
+    assert any(p.traits == {checker.SHARING} for p in some.providers.values())
+    assert any("CUSTOM_PHYSNET_DATA" in p.traits for p in some.providers.values())
