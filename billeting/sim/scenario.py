@@ -156,8 +156,9 @@ class Arrivals(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_in_flight: Amount = 50
     bursts: list[Burst] = []
     trace: str | None = None       # CSV: arrival_s,flavor,lifetime_s,group (relative to the scenario)
-    # Fill the fleet to this fraction (by the scarcest class of each host)
-    # with long-lived instances written straight into Placement before the run.
+    # Fill the fleet to this fraction (of every class of each host's tree,
+    # every host kind; billeting/sim/prefill.py) with long-lived instances
+    # written straight into Placement before the run.
     prefill: float = 0.0
     # Each host's prefill target is drawn uniformly in prefill +- this (fleets
     # are not filled evenly); the fleet's mean stays at ``prefill``.
