@@ -226,3 +226,29 @@ def test_the_checker_reading_only_the_traits_it_checks_sees_the_same(filled, tmp
         assert some.providers[uuid].traits == p.traits & {"CUSTOM_PHYSNET_DATA", checker.SHARING}, p.name
     assert any(p.traits == {checker.SHARING} for p in some.providers.values())
     assert any("CUSTOM_PHYSNET_DATA" in p.traits for p in some.providers.values())
+
+
+def test_the_running_fill_totals_match_a_recount(tmp_path):
+    """The engine keeps fill-over-time totals as instances come and go;
+    at the end they must equal a count from scratch."""
+    from billeting.sim import workload
+    from billeting.sim.engine import Run
+
+    s = scenario.load(EVERY_KIND)
+    engine = runner._sqlite_engine(tmp_path / "run.db")
+    try:
+        client = InProcessPlacementClient(engine)
+        fleet = fleet_mod.build(client, s)
+        placed = prefill_mod.prefill(client, s, fleet)
+        sim = Run(s, s.designs[0], client, fleet, placed, workload.generate(s))
+        sim.run()
+    finally:
+        engine.dispose()
+    states = {i.state for i in sim.instances.values()}
+    assert {"deleted", "active"} <= states          # instances came and went
+    _, active, in_use, vcpu, ram = sim.fill[-1]
+    assert active == len(placed) + sum(1 for i in sim.instances.values() if i.state in ("active", "building"))
+    assert in_use == sum(1 for n in sim.consumers_on.values() if n > 0)
+    assert vcpu == sum(u.get("VCPU", 0) for u in sim.usage.values()) / sim.capacity_vcpu
+    assert ram == sum(u.get("MEMORY_MB", 0) for u in sim.usage.values()) / sim.capacity_ram
+    assert len({f[1] for f in sim.fill}) > 2        # and they moved on the way
