@@ -103,29 +103,29 @@ def test_a_pool_shared_by_the_cell_reaches_every_host_of_it(filled):
         assert bool(nfs & mine) == h.shape.shared_disk, h.name
 
 
-def test_a_run_on_every_kind_draws_addresses_from_its_hosts_pool(tmp_path):
+def test_a_run_on_every_kind_draws_addresses_from_its_hosts_pool(placement):
+    """Through the suite's database (every backend): the fleet, its pools and
+    the run's claims on them."""
     s = scenario.load(EVERY_KIND)
-    engine = runner._sqlite_engine(tmp_path / "run.db")
-    client = InProcessPlacementClient(engine)
-    try:
-        run = runner.run(s, client=client)
-        state = checker.read_state(client)
-        pools = {u for u, p in state.providers.items() if "IPV4_ADDRESS" in p.inventories}
-        drew = 0
-        for held in state.consumers.values():
-            pool = [rp for rp in held if rp in pools]
-            if not pool:
-                continue
-            drew += 1
-            assert held[pool[0]] == {"IPV4_ADDRESS": 1}, held
-            host = next(rp for rp in held if "VCPU" in held[rp])
-            root = state.providers[host].root
-            # the pool is in an aggregate of the host's: its own cell's pool
-            assert set(client.get_aggregates(pool[0]).aggregates) & set(client.get_aggregates(root).aggregates)
-    finally:
-        engine.dispose()
-    assert len(pools) == 2 and drew > 10
+    run = runner.run(s, client=placement)
+    prefix = run.notes[0].rsplit("prefix ", 1)[1].removesuffix("N-")
+    state = checker.read_state(placement)
+    pools = {u for u, p in state.providers.items()
+             if p.name.startswith(prefix) and "IPV4_ADDRESS" in p.inventories}
+    assert len(pools) == 2
     assert all(state.providers[u].inventories["CUSTOM_UPLINK_GBPS"].total == 100 for u in pools)
+    drew = 0
+    for held in state.consumers.values():
+        pool = [rp for rp in held if rp in pools]
+        if not pool:
+            continue
+        drew += 1
+        assert held[pool[0]] == {"IPV4_ADDRESS": 1}, held
+        host = next(rp for rp in held if "VCPU" in held[rp])
+        root = state.providers[host].root
+        # the pool is in an aggregate of the host's: its own cell's pool
+        assert set(placement.get_aggregates(pool[0]).aggregates) & set(placement.get_aggregates(root).aggregates)
+    assert drew > 10
     d = run.designs[0]
     assert d.violations == [] and d.succeeded > 0
 
