@@ -25,6 +25,8 @@ from billeting.placement_client.client import PlacementClient
 from billeting.placement_client.model import Inventory
 from billeting.sim.results import Violation
 
+SHARING = "MISC_SHARES_VIA_AGGREGATE"
+
 
 class ProviderState(msgspec.Struct, frozen=True, kw_only=True):
     uuid: str
@@ -53,17 +55,29 @@ class GroupExpect(msgspec.Struct, frozen=True, kw_only=True):
     max_server_per_host: int = 1
 
 
-def read_state(client: PlacementClient, only: set[str] | None = None) -> PlacementState:
-    """Everything the checker needs, through Placement's public API."""
+def read_state(client: PlacementClient, only: set[str] | None = None,
+               traits: set[str] | None = None) -> PlacementState:
+    """Everything the checker needs, through Placement's public API.
+
+    ``traits``: the traits the checks look at (those instances require or
+    forbid). Given, each provider's ``traits`` holds only those of them it
+    has, read with one provider listing per trait instead of one read per
+    provider (at 5,000 hosts a third of the reads); None reads them all."""
     providers: dict[str, ProviderState] = {}
     consumers: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
+    having: dict[str, set[str]] = defaultdict(set)   # provider -> the looked-at traits it has
+    if traits is not None:
+        traits = {*traits, SHARING}   # how the group checks tell a pool from a host
+    for t in sorted(traits or ()):
+        for p in client.list_providers(required=[t]):
+            having[p.uuid].add(t)
     for p in client.list_providers():
         if only is not None and p.uuid not in only:
             continue
         inv = client.get_inventories(p.uuid).inventories
-        traits = frozenset(client.get_traits(p.uuid).traits)
+        found = frozenset(client.get_traits(p.uuid).traits) if traits is None else frozenset(having[p.uuid])
         providers[p.uuid] = ProviderState(uuid=p.uuid, name=p.name, root=p.root_provider_uuid or p.uuid,
-                                          inventories=dict(inv), traits=traits)
+                                          inventories=dict(inv), traits=found)
         if inv:
             for consumer, part in client.provider_allocations(p.uuid).allocations.items():
                 consumers[consumer][p.uuid] = dict(part.resources)
@@ -137,7 +151,7 @@ def _host_root(state: PlacementState, held: dict[str, dict[str, int]]):
         if prov is None:
             continue
         root = state.providers.get(prov.root)
-        if root is not None and "MISC_SHARES_VIA_AGGREGATE" not in root.traits:
+        if root is not None and SHARING not in root.traits:
             return root
     return None
 

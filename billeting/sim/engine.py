@@ -26,6 +26,7 @@ from billeting.sim.clock import Clock, Semaphore
 from billeting.sim import outages
 from billeting.sim.fleet import PROJECT, USER, FleetMap, sim_uuid
 from billeting.sim.host_health import HostHealth
+from billeting.sim.prefill import Prefilled
 from billeting.sim.scenario import DesignSpec, Scenario
 from billeting.sim.simclient import SimPlacement
 from billeting.sim.workload import Arrival
@@ -35,6 +36,7 @@ LOG = logging.getLogger(__name__)
 NO_VALID_HOST = "No valid host was found"
 MAX_RETRIES = "Exceeded maximum number of retries"
 CLAIMS_LOST = "No valid host: every ranked host's claim was lost"
+_LIVE = frozenset({"active", "building"})   # states the fill-over-time count includes
 
 
 @dataclass(slots=True)
@@ -65,7 +67,7 @@ class GroupState:
 
 class Run:
     def __init__(self, scenario: Scenario, design: DesignSpec, client, fleet: FleetMap,
-                 prefilled: dict[str, tuple[str, dict[str, int]]], arrivals: list[Arrival],
+                 prefilled: dict[str, Prefilled], arrivals: list[Arrival],
                  progress: Callable[[int], None] | None = None) -> None:
         self.s = scenario
         self.d = design
@@ -103,8 +105,15 @@ class Run:
         # Usage by host, from the simulator's own bookkeeping (fill over time).
         self.usage: dict[str, dict[str, int]] = {h.uuid: {} for h in fleet.hosts}
         self.consumers_on: dict[str, int] = {h.uuid: 0 for h in fleet.hosts}
-        for host, res in prefilled.values():
-            self._add_usage(host, {host: res})
+        # Running totals of the above and of instance states, kept as they
+        # change: summing them at every fill sample made a 50,000-request
+        # run quadratic.
+        self._hosts_in_use = 0
+        self._used_total: dict[str, int] = {}
+        self._live = len(prefilled)          # building or active, prefill included
+        self._group_of: dict[str, GroupState] = {}   # group uuid -> its state
+        for held in prefilled.values():
+            self._add_usage(held.host, held.allocation)
         rng = random.Random(f"{scenario.seed}/bad-hosts")
         self.bad_hosts = {h.uuid for h in rng.sample(fleet.hosts, scenario.failures.bad_hosts)}
         self.down: set[str] = set()
@@ -177,6 +186,7 @@ class Run:
                 group = self.groups[g.key] = GroupState(uuid=sim_uuid(self.fleet.prefix, "group", g.key), key=g.key,
                                                         policy=g.spec.policy, scope=g.spec.scope,
                                                         max_server_per_host=g.spec.max_server_per_host)
+                self._group_of[group.uuid] = group
         insts = []
         for k in range(arrival.count):
             key = f"{arrival.index}/{k}"
@@ -189,7 +199,7 @@ class Run:
     def _server_group(self, insts: list[Instance]) -> ServerGroup | None:
         if insts[0].group is None:
             return None
-        g = next(g for g in self.groups.values() if g.uuid == insts[0].group)
+        g = self._group_of[insts[0].group]
         mine = {i.uuid for i in insts}
         return ServerGroup(uuid=g.uuid, policy=g.policy, scope=g.scope,  # type: ignore[arg-type]
                            max_server_per_host=g.max_server_per_host,
@@ -199,7 +209,7 @@ class Run:
         f = arrival.flavor
         group = self._server_group(insts)
         if group is not None:
-            g = next(g for g in self.groups.values() if g.uuid == group.uuid)
+            g = self._group_of[group.uuid]
             for i in insts:
                 if i.uuid not in g.members:
                     g.members.append(i.uuid)
@@ -260,12 +270,24 @@ class Run:
         use = self.usage.get(host)
         if use is None:
             return
+        total = self._used_total
         for rp, res in alloc.items():
             if rp in self.fleet.sharing:
                 continue
             for rc, n in res.items():
                 use[rc] = use.get(rc, 0) + sign * n
-        self.consumers_on[host] += sign
+                total[rc] = total.get(rc, 0) + sign * n
+        before = self.consumers_on[host]
+        self.consumers_on[host] = before + sign
+        if (before > 0) != (before + sign > 0):
+            self._hosts_in_use += sign
+
+    def _to(self, inst: Instance, state: str) -> None:
+        """Move ``inst`` to ``state``, keeping the count of live instances."""
+        was = inst.state in _LIVE
+        inst.state = state
+        if was != (state in _LIVE):
+            self._live += 1 if not was else -1
 
     def cast(self) -> None:
         self.clock.sleep(self.rpc_s)
@@ -274,7 +296,7 @@ class Run:
         """Build on the compute; None on success, else why it failed (the
         compute then reschedules). Counts one attempt."""
         inst.attempts += 1
-        inst.state = "building"
+        self._to(inst, "building")
         rng = random.Random(f"{self.s.seed}/build/{inst.key}/{inst.attempts}")
         t = self.s.timing
         fail_draw = rng.random()
@@ -325,7 +347,7 @@ class Run:
         concurrent requests of one group can both pass the scheduler."""
         if inst.group is None:
             return None
-        g = next(g for g in self.groups.values() if g.uuid == inst.group)
+        g = self._group_of[inst.group]
         if g.policy not in ("affinity", "anti-affinity"):
             return None
         level = g.scope
@@ -344,7 +366,7 @@ class Run:
         return None
 
     def active(self, inst: Instance) -> None:
-        inst.state = "active"
+        self._to(inst, "active")
         inst.t_active = self.clock.now
         if inst.lifetime is not None:
             self.clock.call_later(inst.lifetime, lambda: self.clock.spawn(self._depart, inst))
@@ -354,18 +376,18 @@ class Run:
             return
         self.uncounted.delete_allocations(inst.uuid)
         self.released(inst)
-        inst.state = "deleted"
+        self._to(inst, "deleted")
         self._leave_group(inst)
 
     def error(self, inst: Instance, reason: str) -> None:
-        inst.state = "error"
+        self._to(inst, "error")
         inst.reason = reason
         self._leave_group(inst)
 
     def _leave_group(self, inst: Instance) -> None:
         if inst.group is None:
             return
-        g = next(g for g in self.groups.values() if g.uuid == inst.group)
+        g = self._group_of[inst.group]
         if inst.uuid in g.members:
             g.members.remove(inst.uuid)
 
@@ -406,10 +428,8 @@ class Run:
                 self.catalog.put(msgspec.structs.replace(rec, up=n <= 0))
 
     def _sample(self) -> None:
-        active = sum(1 for i in self.instances.values() if i.state in ("active", "building")) + len(self.prefilled)
-        in_use = sum(1 for n in self.consumers_on.values() if n > 0)
-        vcpu = sum(u.get("VCPU", 0) for u in self.usage.values())
-        ram = sum(u.get("MEMORY_MB", 0) for u in self.usage.values())
+        active, in_use = self._live, self._hosts_in_use
+        vcpu, ram = self._used_total.get("VCPU", 0), self._used_total.get("MEMORY_MB", 0)
         self.fill.append((self.clock.now, active, in_use, vcpu / self.capacity_vcpu if self.capacity_vcpu else 0.0,
                           ram / self.capacity_ram if self.capacity_ram else 0.0))
         if self.clock._loop is not None:

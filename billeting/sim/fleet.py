@@ -17,11 +17,11 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 
 from billeting.placement_client.client import PlacementClient
-from billeting.placement_client.model import AllocationWrite, Inventory, ProviderResources
+from billeting.placement_client.model import Inventory
 from billeting.scheduler.catalog import SHARING_TRAIT, HostRecord, MemoryHostCatalog
 from billeting.scheduler.directory import CELL_LEVEL, MemoryDirectory
 from billeting.sim.results import HostCapacity
-from billeting.sim.scenario import HostShape, Scenario
+from billeting.sim.scenario import HostShape, Scenario, SharingProvider
 
 NS = uuidlib.UUID("0b5c8e0e-6a51-4b7e-9a2e-51e1e7b1c0de")
 PROJECT, USER = "sim-project", "sim-user"
@@ -43,6 +43,14 @@ class Host:
     providers: list[str] = field(default_factory=list)      # root first, then children
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderSpec:
+    """One provider as built: effective capacity per class and its traits."""
+    uuid: str
+    capacity: dict[str, int]
+    traits: frozenset[str] = frozenset()
+
+
 @dataclass
 class FleetMap:
     hosts: list[Host]
@@ -52,6 +60,8 @@ class FleetMap:
     directory: MemoryDirectory
     records: list[HostRecord]
     prefix: str = ""
+    pools: dict[str, ProviderSpec] = field(default_factory=dict)   # sharing provider uuid -> what it shares
+    pools_of: dict[str, list[str]] = field(default_factory=dict)   # host uuid -> the pools it draws from
 
     def catalog(self) -> MemoryHostCatalog:
         return MemoryHostCatalog(self.records)
@@ -86,6 +96,32 @@ def _tree(shape: HostShape) -> tuple[dict[str, Inventory], list[tuple[str, dict[
                                  "NET_BW_IGR_KILOBIT_PER_SEC": Inventory(shape.nic_bandwidth_kbps)},
                       ["HW_NIC_SRIOV", f"CUSTOM_{shape.physnet}"]) for k in range(shape.nics)]
     return root, children
+
+
+def tree_of(host: Host, prefix: str = "") -> list[ProviderSpec]:
+    """The providers of ``host``'s tree as ``build`` makes them, root first."""
+    root_inv, children = _tree(host.shape)
+    out = [ProviderSpec(host.uuid, {rc: _effective(inv) for rc, inv in root_inv.items()},
+                        frozenset(host.shape.traits))]
+    out += [ProviderSpec(sim_uuid(prefix, "child", host.name, suffix),
+                         {rc: _effective(inv) for rc, inv in inv_.items()}, frozenset(traits))
+            for suffix, inv_, traits in children]
+    return out
+
+
+def sharing_inventory(sp: SharingProvider) -> dict[str, Inventory]:
+    """What a sharing provider shares: its disk (if any) and its other classes."""
+    inv = {rc: Inventory(n) for rc, n in sp.resources.items()}
+    if sp.effective_disk_gb:
+        inv["DISK_GB"] = Inventory(sp.effective_disk_gb)
+    return inv
+
+
+def _draws_from(h: Host, sp: SharingProvider) -> bool:
+    """Is ``h`` in ``sp``'s aggregate?"""
+    if h.cell != f"cell{sp.cell}":
+        return False
+    return sp.shared_by == "cell" or h.shape.shared_disk
 
 
 def layout(scenario: Scenario, prefix: str = "") -> list[Host]:
@@ -125,6 +161,7 @@ def build(client: PlacementClient, scenario: Scenario, *, prefix: str = "", prog
                 directory.add_domain(level, name, aggregate_of(level, name, prefix),
                                      h.domains[parent] if parent else None)
     custom_rc = {rc for h in hosts for rc in _tree(h.shape)[0] if rc.startswith("CUSTOM_")}
+    custom_rc |= {rc for sp in scenario.fleet.sharing for rc in sp.resources if rc.startswith("CUSTOM_")}
     custom_traits = {t for h in hosts for t in h.shape.traits if t.startswith("CUSTOM_")}
     custom_traits |= {f"CUSTOM_{h.shape.physnet}" for h in hosts if h.shape.kind == "gpu-nic" and h.shape.nics}
     for rc in sorted(custom_rc):
@@ -134,19 +171,26 @@ def build(client: PlacementClient, scenario: Scenario, *, prefix: str = "", prog
 
     root_of: dict[str, str] = {}
     sharing: set[str] = set()
-    sharing_aggs: dict[str, list[str]] = {}
-    for i, sp in enumerate(scenario.fleet.sharing):
-        cell = f"cell{sp.cell}"
+    pools: dict[str, ProviderSpec] = {}
+    pool_aggs: dict[str, str] = {}           # sharing provider uuid -> its aggregate
+    for sp in scenario.fleet.sharing:
         uuid = sim_uuid(prefix, "sharing", sp.name)
         p = client.create_provider(f"{prefix}{sp.name}", uuid=uuid)
-        gen = client.put_inventories(p.uuid, p.generation, {"DISK_GB": Inventory(sp.disk_gb)})
+        inv = sharing_inventory(sp)
+        gen = client.put_inventories(p.uuid, p.generation, inv)
         assert client.put_traits(p.uuid, [SHARING_TRAIT], gen).ok
         gen = client.get_traits(p.uuid).resource_provider_generation
         agg = sim_uuid(prefix, "aggregate", "sharing", sp.name)
         assert client.put_aggregates(p.uuid, [agg], gen).ok
-        sharing_aggs.setdefault(cell, []).append(agg)
+        pool_aggs[uuid] = agg
+        pools[uuid] = ProviderSpec(uuid, {rc: _effective(i) for rc, i in inv.items()}, frozenset({SHARING_TRAIT}))
         sharing.add(uuid)
         root_of[uuid] = uuid
+    pools_of: dict[str, list[str]] = {}
+    for h in hosts:
+        mine = [sim_uuid(prefix, "sharing", sp.name) for sp in scenario.fleet.sharing if _draws_from(h, sp)]
+        if mine:
+            pools_of[h.uuid] = mine
 
     records = []
     for n, h in enumerate(hosts):
@@ -159,8 +203,7 @@ def build(client: PlacementClient, scenario: Scenario, *, prefix: str = "", prog
             assert client.put_traits(p.uuid, h.shape.traits, gen).ok
             gen = client.get_traits(p.uuid).resource_provider_generation
         aggs = [aggregate_of(level, h.domains[level], prefix) for level in ("rack", "row", "room", CELL_LEVEL)]
-        if h.shape.shared_disk:
-            aggs += sharing_aggs.get(h.cell, [])
+        aggs += [pool_aggs[u] for u in pools_of.get(h.uuid, ())]
         assert client.put_aggregates(p.uuid, aggs, gen).ok
         h.providers.append(h.uuid)
         root_of[h.uuid] = h.uuid
@@ -181,52 +224,4 @@ def build(client: PlacementClient, scenario: Scenario, *, prefix: str = "", prog
         if progress is not None and n % 100 == 99:
             progress(n + 1, len(hosts))
     return FleetMap(hosts=hosts, by_uuid={h.uuid: h for h in hosts}, root_of=root_of, sharing=sharing,
-                    directory=directory, records=records, prefix=prefix)
-
-
-def prefill(client: PlacementClient, scenario: Scenario, fleet: FleetMap) -> dict[str, tuple[str, dict[str, int]]]:
-    """Fill flat hosts to ``arrivals.prefill`` of their scarcest class with
-    long-lived instances of the mix's plain flavors, written straight into
-    Placement. Returns consumer -> (host uuid, resources)."""
-    target = scenario.arrivals.prefill
-    plain = [f for f in scenario.flavors if not f.extra_specs and f.vcpus and f.memory_mb]
-    if target <= 0 or not plain:
-        return {}
-    rng = random.Random(f"{scenario.seed}/prefill")
-    placed: dict[str, tuple[str, dict[str, int]]] = {}
-    batch: dict[str, AllocationWrite] = {}
-    for h in fleet.hosts:
-        if h.shape.kind != "flat" or h.shape.shared_disk:
-            continue
-        cap = h.capacity
-        spread = scenario.arrivals.prefill_spread
-        goal = target + rng.uniform(-spread, spread) if spread else target
-        used = {"VCPU": 0, "MEMORY_MB": 0, "DISK_GB": 0}
-        misses = 0
-        k = 0
-        while misses < 5:
-            f = rng.choice(plain)
-            want = {"VCPU": f.vcpus, "MEMORY_MB": f.memory_mb, "DISK_GB": f.root_gb + f.ephemeral_gb}
-            if all(used[rc] + n <= goal * cap.get(rc, 0) for rc, n in want.items() if n):
-                for rc, n in want.items():
-                    used[rc] += n
-                consumer = sim_uuid(fleet.prefix, "prefill", h.name, k)
-                k += 1
-                res = {rc: n for rc, n in want.items() if n}
-                batch[consumer] = AllocationWrite(allocations={h.uuid: ProviderResources(resources=res)},
-                                                  project_id=PROJECT, user_id=USER, consumer_generation=None)
-                placed[consumer] = (h.uuid, res)
-            else:
-                misses += 1
-        if len(batch) >= 500:
-            _flush(client, batch)
-    _flush(client, batch)
-    return placed
-
-
-def _flush(client: PlacementClient, batch: dict[str, AllocationWrite]) -> None:
-    if batch:
-        outcome = client.post_allocations(batch)
-        if not outcome.ok:
-            raise RuntimeError(f"prefill refused by Placement: {outcome.detail}")
-        batch.clear()
+                    directory=directory, records=records, prefix=prefix, pools=pools, pools_of=pools_of)

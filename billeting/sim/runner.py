@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from billeting.sim import checker, fleet as fleet_mod, metrics, workload
+from billeting.sim import checker, fleet as fleet_mod, metrics, prefill as prefill_mod, workload
 from billeting.sim.engine import Run
 from billeting.sim.results import DesignResult, RunResult
 from billeting.sim.scenario import DesignSpec, Scenario
@@ -89,7 +89,7 @@ def run(scenario: Scenario, *, placement_url: str | None = None, client=None,
             hooks.phase(f"building the fleet ({scenario.host_count} hosts)")
             client = InProcessPlacementClient(engine)
             fleet = fleet_mod.build(client, scenario)
-            prefilled = fleet_mod.prefill(client, scenario, fleet)
+            prefilled = prefill_mod.prefill(client, scenario, fleet)
             _close(engine)
             for design in scenario.designs:
                 db = work / f"design-{len(results)}.db"
@@ -112,7 +112,7 @@ def run(scenario: Scenario, *, placement_url: str | None = None, client=None,
                 prefix = f"sim{run_id}-{i}-"
                 hooks.phase(f"building the fleet for {design.name} ({scenario.host_count} hosts over HTTP)")
                 fleet = fleet_mod.build(client, scenario, prefix=prefix)
-                prefilled = fleet_mod.prefill(client, scenario, fleet)
+                prefilled = prefill_mod.prefill(client, scenario, fleet)
                 results.append(_one(scenario, design, client, fleet, prefilled, arrivals, hooks))
         finally:
             if own:
@@ -130,12 +130,13 @@ def _one(scenario, design, client, fleet, prefilled, arrivals, hooks: Hooks) -> 
     sim.run()
     hooks.phase(f"checking {design.name}")
     ours = {p for h in fleet.hosts for p in h.providers} | fleet.sharing
-    state = checker.read_state(client, only=ours)
     expect = {}
     for inst in sim.instances.values():
         f = inst.arrival.flavor
         req, forb = metrics.flavor_traits(f)
         expect[inst.uuid] = checker.InstanceExpect(uuid=inst.uuid, required=req, forbidden=forb, group=inst.group)
+    looked_at = {t for e in expect.values() for t in (*e.required, *e.forbidden)}
+    state = checker.read_state(client, only=ours, traits=looked_at)
     groups = {g.uuid: checker.GroupExpect(uuid=g.uuid, policy=g.policy, scope=g.scope,
                                           max_server_per_host=g.max_server_per_host)
               for g in sim.groups.values()}

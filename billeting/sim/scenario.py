@@ -15,6 +15,8 @@ exits 2.
     hosts_per_rack = 20
     [[fleet.hosts]]                   # host shapes
     name = "std"; count = 100; vcpus = 32; memory_mb = 131072; disk_gb = 2000
+    [[fleet.sharing]]                 # a pool hosts of one cell share via an aggregate
+    name = "ips"; cell = 1; resources = { IPV4_ADDRESS = 512 }; shared_by = "cell"
     [[flavors]]
     name = "m1.small"; vcpus = 2; memory_mb = 4096; root_gb = 20; weight = 5
     [[groups]]                        # server groups in the request mix
@@ -101,10 +103,20 @@ class HostShape(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
 
 
 class SharingProvider(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """A provider whose inventory the hosts of one cell share via an aggregate."""
+    """A provider whose inventory hosts of one cell share via an aggregate:
+    a disk pool, an IP address pool, a bandwidth pool, ..."""
     name: str
     cell: int = 1                 # 1-based cell number
-    disk_gb: Amount = 100_000
+    disk_gb: Count | None = None  # DISK_GB shared; unset: 100,000 unless ``resources`` are given
+    resources: dict[str, Amount] = {}   # other classes shared, e.g. {IPV4_ADDRESS = 512}
+    # Which hosts of the cell are in its aggregate: those with shared_disk = true, or all.
+    shared_by: Literal["shared-disk", "cell"] = "shared-disk"
+
+    @property
+    def effective_disk_gb(self) -> int:
+        if self.disk_gb is not None:
+            return self.disk_gb
+        return 0 if self.resources else 100_000
 
 
 class Fleet(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -151,8 +163,9 @@ class Arrivals(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     max_in_flight: Amount = 50
     bursts: list[Burst] = []
     trace: str | None = None       # CSV: arrival_s,flavor,lifetime_s,group (relative to the scenario)
-    # Fill the fleet to this fraction (by the scarcest class of each host)
-    # with long-lived instances written straight into Placement before the run.
+    # Fill the fleet to this fraction (of every class of each host's tree,
+    # every host kind; billeting/sim/prefill.py) with long-lived instances
+    # written straight into Placement before the run.
     prefill: float = 0.0
     # Each host's prefill target is drawn uniformly in prefill +- this (fleets
     # are not filled evenly); the fleet's mean stays at ``prefill``.
@@ -371,8 +384,8 @@ def check(s: Scenario) -> list[str]:
             out.append(f"fleet.hosts[{i}].count: must be at least 1")
         if h.kind != "ironic" and min(h.vcpus, h.memory_mb) < 1:
             out.append(f"fleet.hosts[{i}]: vcpus and memory_mb must be positive")
-        if h.shared_disk and not any(sp.cell <= s.fleet.cells for sp in s.fleet.sharing):
-            out.append(f"fleet.hosts[{i}].shared_disk: the fleet has no sharing provider")
+        if h.shared_disk and not any(sp.cell <= s.fleet.cells and sp.effective_disk_gb for sp in s.fleet.sharing):
+            out.append(f"fleet.hosts[{i}].shared_disk: the fleet has no sharing provider of disk")
     if s.host_count > MAX_HOSTS:
         out.append(f"fleet.hosts: {s.host_count:,} hosts in all, more than the simulator builds ({MAX_HOSTS:,})")
     for i, h in enumerate(s.fleet.hosts):
@@ -380,6 +393,10 @@ def check(s: Scenario) -> list[str]:
     for i, sp in enumerate(s.fleet.sharing):
         if not 1 <= sp.cell <= s.fleet.cells:
             out.append(f"fleet.sharing[{i}].cell: must be between 1 and fleet.cells ({s.fleet.cells})")
+        out += _sharing_problems(f"fleet.sharing[{i}]", sp, s)
+    pool_names = [sp.name for sp in s.fleet.sharing]
+    if len(set(pool_names)) != len(pool_names):
+        out.append("fleet.sharing: names must be distinct")
     for key in ("cells", "hosts_per_rack", "racks_per_row", "rows_per_room"):
         if getattr(s.fleet, key) < 1:
             out.append(f"fleet.{key}: must be at least 1")
@@ -555,6 +572,31 @@ def _shape_problems(where: str, h: HostShape) -> list[str]:
         out.append(f"{where}: vcpus and memory_mb must be at least numa_nodes ({h.numa_nodes})")
     if h.kind == "gpu-nic" and h.nics and not _NAME_PART.match(h.physnet):
         out.append(f"{where}.physnet: A-Z, 0-9 and _ only (it becomes the trait CUSTOM_{h.physnet})")
+    return out
+
+
+def _class_problem(where: str, name: str) -> str | None:
+    if _TRAIT.match(name) or name in _standard_classes():
+        return None
+    return f"{where}: {name!r} is neither a standard resource class nor CUSTOM_ followed by A-Z, 0-9 or _"
+
+
+@functools.cache
+def _standard_classes() -> frozenset[str]:
+    import os_resource_classes
+
+    return frozenset(os_resource_classes.STANDARDS)
+
+
+def _sharing_problems(where: str, sp: SharingProvider, s: Scenario) -> list[str]:
+    out = [p for rc in sp.resources if (p := _class_problem(f"{where}.resources", rc))]
+    if "DISK_GB" in sp.resources:
+        out.append(f"{where}.resources: DISK_GB: give a shared disk as {where}.disk_gb")
+    if not sp.effective_disk_gb and not sp.resources:
+        out.append(f"{where}: shares nothing (disk_gb = 0 and no resources)")
+    if sp.shared_by == "shared-disk" and not any(h.shared_disk for h in s.fleet.hosts):
+        out.append(f"{where}.shared_by: \"shared-disk\", but no host shape has shared_disk = true "
+                   "(share it with every host of its cell: shared_by = \"cell\")")
     return out
 
 
