@@ -9,6 +9,7 @@ import pytest
 from billeting.cli import main
 from billeting.sim import fleet as fleet_mod
 from billeting.sim import outages, runner, scenario, workload
+from billeting.sim import prefill as prefill_mod
 from billeting.sim.engine import Run
 
 BASE = """
@@ -71,7 +72,7 @@ def run_of(path) -> Run:
         client = InProcessPlacementClient(engine)
         try:
             fleet = fleet_mod.build(client, s)
-            run = Run(s, s.designs[0], client, fleet, fleet_mod.prefill(client, s, fleet), workload.generate(s))
+            run = Run(s, s.designs[0], client, fleet, prefill_mod.prefill(client, s, fleet), workload.generate(s))
             run.run()
             run.traits_after = {h.uuid: set(client.get_traits(h.uuid).traits) for h in fleet.hosts}
         finally:
