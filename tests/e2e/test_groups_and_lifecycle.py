@@ -13,11 +13,10 @@ service its own process on PostgreSQL and RabbitMQ (see ``deploy.py``).
 """
 from __future__ import annotations
 
-import functools
+import os
 
 import pytest
 
-from tests.e2e import deploy
 from tests.e2e.deploy import Deployment
 from tests.e2e.test_distributed import allocations, create_flavor, provider_names, server
 
@@ -31,10 +30,8 @@ SMALL = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
 def patient_start(monkeypatch):
     """A dozen interpreters starting at once on a small, busy machine take
     longer than the one-minute waits of ``deploy``: wait up to four."""
-    monkeypatch.setattr(deploy, "wait_http", functools.partial(deploy.wait_http, timeout=240.0))
-    waited = deploy.Proc.wait_for_line
-    monkeypatch.setattr(deploy.Proc, "wait_for_line",
-                        lambda self, text, timeout=60.0: waited(self, text, timeout=max(timeout, 240.0)))
+    if float(os.environ.get("BILLETING_E2E_STARTUP_TIMEOUT", "60")) < 240:
+        monkeypatch.setenv("BILLETING_E2E_STARTUP_TIMEOUT", "240")
 
 
 def _deploy(deployment_factory, cells: dict[str, tuple[str, ...]]) -> Deployment:
