@@ -7,6 +7,7 @@ changed them since the last answer.
 """
 from __future__ import annotations
 
+import os
 import random
 import uuid
 
@@ -15,6 +16,11 @@ import pytest
 from billeting.placement.candidates import window_rows
 from tests.api.test_allocation_candidates_fleet import Fleet
 from tests.api.test_allocation_candidates_window import _random_fleet
+
+# MySQL answers every bounded scan through the joined statement (its scan
+# tests capacity in SQL); the whole-window read is PostgreSQL's and SQLite's.
+whole_window_backend = pytest.mark.skipif(os.environ.get("BILLETING_TEST_DB") == "mysql",
+                                          reason="MySQL does not read windows whole")
 
 QUERIES = ["resources=VCPU:2,MEMORY_MB:1024",
            "resources=VCPU:3,MEMORY_MB:2048,DISK_GB:10",
@@ -53,6 +59,7 @@ def _whole(monkeypatch, on: bool) -> None:
 
 @pytest.mark.parametrize("seed", [1, 2])
 @pytest.mark.parametrize("mv", ["1.39", "1.26", "1.16"])
+@whole_window_backend
 def test_whole_window_answers_what_the_other_paths_answer(client, monkeypatch, seed, mv):
     rng = random.Random(seed)
     fleet = _random_fleet(client, rng, 30)
@@ -79,6 +86,7 @@ def test_whole_window_answers_what_the_other_paths_answer(client, monkeypatch, s
         assert 0 < len(full.json["allocation_requests"]) < 42, query  # the fleet tells them apart
 
 
+@whole_window_backend
 def test_whole_window_is_used_for_small_limits(client, monkeypatch):
     """The path under test really runs: a sampled request reads no summary
     statement of its own (the window's rows are the summaries)."""
