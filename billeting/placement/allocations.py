@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, bindparam, func, literal, or_, select, update
 
-from billeting.placement import consumers, errors, names, providers
+from billeting.placement import consumers, errors, names, providers, stock
 from billeting.placement.consumers import Consumer, Owner
 from billeting.placement.store import tables as t
 from billeting.placement.store.tx import Retry
@@ -246,7 +246,7 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
     for row in rows:
         pair = (row["resource_provider_id"], row["resource_class_id"])
         change[pair] = change.get(pair, 0) + row["used"]
-    count_usage(conn, change)
+    count_usage(conn, change, locked={ref.id for ref in ordered})
     consumers.delete(conn, cleared_consumers)              # rule 7
     return bumped
 
@@ -260,15 +260,26 @@ _COUNT_USAGE = (update(t.inventories)
                 .values(used=t.inventories.c.used + bindparam("delta")))
 
 
-def count_usage(conn: Connection, change: dict[tuple[int, int], int]) -> None:
-    """Keep ``inventories.used`` in step with allocation rows this
-    transaction wrote: ``change`` maps (provider id, class id) to the
-    difference. Rows are updated in (provider, class) order, the order every
-    writer takes these row locks in, so two writers cannot deadlock on them.
-    A pair without an inventory row (none can hold allocations) is skipped."""
+def count_usage(conn: Connection, change: dict[tuple[int, int], int], *, locked: set[int] = frozenset()
+                ) -> None:
+    """Keep ``inventories.used`` and the providers' stock in step with
+    allocation rows this transaction wrote: ``change`` maps (provider id,
+    class id) to the difference; ``locked``: providers whose row this
+    transaction already holds (its generation compare-and-set).
+
+    The other providers' rows are locked first, in id order, as claims lock
+    them: a release that locked a host's inventory rows before its provider
+    row would deadlock with a claim on that host (see ``stock``). Rows are
+    then updated in (provider, class) order, the order every writer takes
+    these row locks in. A pair without an inventory row (none can hold
+    allocations) is skipped."""
     rows = [{"provider_id": p, "class_id": c, "delta": d} for (p, c), d in sorted(change.items()) if d]
-    if rows:
-        conn.execute(_COUNT_USAGE, rows)
+    if not rows:
+        return
+    touched = {row["provider_id"] for row in rows}
+    stock.lock(conn, touched - locked)
+    conn.execute(_COUNT_USAGE, rows)
+    stock.refresh(conn, touched, locked=touched)
 
 
 def _ordered_providers(writes: Sequence[ConsumerWrite]) -> list[str]:
@@ -542,6 +553,8 @@ def usage_out_of_step(conn: Connection) -> list[UsageOutOfStep]:
 
 
 def recount_usage(conn: Connection) -> int:
-    """Set every inventory's ``used`` from its allocations; returns the rows changed."""
+    """Set every inventory's ``used`` from its allocations, then every
+    provider's stock from its inventories; returns the rows changed."""
     inv, allocated = _allocated_per_inventory()
-    return conn.execute(update(inv).where(inv.c.used != allocated).values(used=allocated)).rowcount
+    changed = conn.execute(update(inv).where(inv.c.used != allocated).values(used=allocated)).rowcount
+    return changed + stock.refresh_all(conn)

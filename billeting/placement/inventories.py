@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
-from billeting.placement import errors, names, providers
+from billeting.placement import errors, names, providers, stock
 from billeting.placement.providers import Provider, ProviderKey
 from billeting.placement.store import tables as t
 
@@ -220,6 +220,7 @@ def replace_inventories(conn: Connection, provider: Provider | ProviderKey,
             conn.execute(_UPDATE_BY_ID, changed)
         if new_rows:
             conn.execute(_inv.insert(), new_rows)
+    stock.refresh(conn, [provider.id])
     return stored
 
 
@@ -256,6 +257,7 @@ def add_one(conn: Connection, provider: Provider, record: InventoryRecord) -> In
         conn.execute(_inv.insert().values(
             resource_provider_id=provider.id, resource_class_id=rc_id,
             **_values(record), created_at=providers.utcnow(), updated_at=None))
+    stock.refresh(conn, [provider.id], locked=[provider.id])
     return InventoryAtGeneration(generation, get_one(conn, provider, record.resource_class))
 
 
@@ -283,6 +285,7 @@ def update_one(conn: Connection, provider: Provider, record: InventoryRecord) ->
         raise errors.InvalidInput(
             f"No inventory record with resource class for resource provider {provider.uuid}: "
             f"No inventory of class {record.resource_class} found.")
+    stock.refresh(conn, [provider.id], locked=[provider.id])
     return InventoryAtGeneration(generation, get_one(conn, provider, record.resource_class))
 
 
@@ -304,6 +307,7 @@ def delete_one(conn: Connection, provider: Provider, resource_class: str) -> int
         _inv.c.resource_provider_id == provider.id, _inv.c.resource_class_id == rc_id))
     if result.rowcount != 1:
         raise errors.NotFound(failure + f"No inventory of class {resource_class} found for delete")
+    stock.refresh(conn, [provider.id], locked=[provider.id])
     return generation
 
 

@@ -264,7 +264,7 @@ def test_an_owner_is_looked_up_once_however_many_consumers_it_creates(client, tw
 def test_a_batch_of_new_consumers_costs_one_insert_and_one_bump_statement(client, two_hosts, engine):
     # The scheduler's batch claims: however many consumers and providers,
     # their consumers go in with one INSERT and the providers' generations
-    # move with one (executemany) UPDATE.
+    # move with one (executemany) UPDATE
     src, dst = two_hosts
     sent = []
 
@@ -281,7 +281,9 @@ def test_a_batch_of_new_consumers_costs_one_insert_and_one_bump_statement(client
     finally:
         event.remove(engine, "before_cursor_execute", seen)
     assert sum(s.startswith("INSERT INTO CONSUMERS") for s in sent) == 1
-    assert sum(s.startswith("UPDATE RESOURCE_PROVIDERS") for s in sent) == 1
+    # (and their stock, placement/stock.py, with one more, after the usage)
+    assert sum(s.startswith("UPDATE RESOURCE_PROVIDERS SET GENERATION") for s in sent) == 1
+    assert sum(s.startswith("UPDATE RESOURCE_PROVIDERS SET STOCK") for s in sent) == 1
     assert {host: generation_of(client, host) for host in (src, dst)} == {h: g + 1 for h, g in before.items()}
     for consumer in body:
         assert allocations_of(client, consumer)["consumer_generation"] == 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import inspect, select
 
-from billeting.placement import allocations
+from billeting.placement import allocations, stock
 from billeting.placement.store import migrate, tables as t
 from tests.api.test_allocations import generation_of, new_uuid, put_allocations, set_inventory
 from tests.api.test_reshaper import SERVICE, consumer_entry, reshape
@@ -24,8 +24,11 @@ def _kept(engine) -> dict[tuple[int, int], int]:
 
 
 def assert_in_step(engine) -> None:
+    """Kept usage equals the allocation rows, and every provider's stock
+    (placement/stock.py) its inventory rows."""
     with engine.connect() as conn:
         assert allocations.usage_out_of_step(conn) == []
+        assert stock.out_of_step(conn) == []
 
 
 def usages_of(client, rp: str) -> dict[str, int]:

@@ -174,7 +174,7 @@ def _direct(conn: Connection, request: CandidateRequest, world: World, needed: i
             if flat_summaries and batch <= window_rows.MAX_WINDOW and batch < summary_cache.MIN_SCOPE:
                 statement, values = sql.prepare("direct", conn.dialect.name,
                                                 lambda plan: query(plan, after, upto, batch, whole=True))
-                scanned_rows = window_rows.split(conn.execute(statement, values).all(), window, _ROW_WIDTH)
+                scanned_rows = window_rows.split(conn, conn.execute(statement, values).all(), window, _ROW_WIDTH)
                 last = scanned_rows[-1][0] if len(scanned_rows) == batch else None
                 return [row[:-1] for row in scanned_rows
                         if row[-1] and window_rows.serves(window, row[0], group.resources)], last

@@ -1,23 +1,24 @@
-"""A small window of providers read whole: inventories and traits come with
-the providers, capacity is tested in Python and the summaries are made from
-the same rows.
+"""A small window of providers read whole: each provider's stock and traits
+come with the providers, capacity is tested in Python and the summaries are
+made from the same rows.
 
 A sampled decision asks for a dozen candidates. Testing their capacity in
 SQL and then reading their inventories again for the summaries read every
-inventory row twice (and joined the resource class table for the names):
-about half of what a decision cost the database. Here the window's
-statement returns, beside its providers, every inventory row of the window
-(one index range scan on (provider, class)) and, when the answer shows
-traits, every trait row of the window (an index-only range scan); nothing
-more is read for the answer. Standard class and trait names come from
-``names``' cache; a custom name is read from the database whenever one
-appears (custom classes can be renamed, so no custom name is cached).
+inventory row twice (and joined the resource class table for the names).
+Here the window's statement returns each provider with its stock (every
+inventory with its usage in one column, ``placement/stock.py``) and, when
+the answer shows traits, every trait row of the window (an index-only range
+scan); nothing more is read for the answer. A provider whose stock is not
+known (NULL) has its inventory rows read in one more statement. Standard
+class and trait names come from ``names``' cache; a custom name is read
+from the database whenever one appears (custom classes can be renamed, so
+no custom name is cached).
 
 Only for small windows (``MAX_WINDOW``, and below the size from which the
 summary cache serves an answer, ``summary_cache.MIN_SCOPE``): beyond it,
-one row per inventory costs more to send and decode than the set-based
-capacity test with one joined row (``sql.serving_window``), and the
-summaries come from the cache.
+decoding every provider's stock costs more than the set-based capacity test
+with one joined row (``sql.serving_window``), and the summaries come from
+the cache.
 
 The capacity test is the one of ``sql.serves`` and ``sql.fits_usage``,
 written in Python with the same arithmetic: ``(total - reserved) *
@@ -30,42 +31,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from orjson import Fragment
-from sqlalchemy import (
-    BigInteger, Boolean, Connection, Float, Integer, cast, func, literal_column, null, select, union_all,
-)
+from sqlalchemy import Boolean, Connection, Integer, Text, cast, func, literal_column, null, select, union_all
 
+from billeting.placement import stock as provider_stock
 from billeting.placement.candidates import names, sql
 from billeting.placement.candidates.model import ProviderSummary
+from billeting.placement.stock import Stock
 
 # Windows of up to this many providers are read whole (see the module doc).
 MAX_WINDOW = 256
 
 _EMPTY_OBJECT = Fragment(b"{}")
 _EMPTY_LIST = Fragment(b"[]")
-
-
-@dataclass(slots=True, frozen=True)
-class Stock:
-    """One inventory row of a window: what the capacity test and the summary need."""
-
-    resource_class_id: int
-    total: int
-    reserved: int
-    min_unit: int
-    max_unit: int
-    step_size: int
-    allocation_ratio: float
-    used: int
-
-    @property
-    def capacity(self) -> float:
-        return (self.total - self.reserved) * self.allocation_ratio
-
-    def takes(self, amount: int) -> bool:
-        """``sql.serves`` for this row: one allocation of ``amount`` fits."""
-        return (self.min_unit <= amount <= self.max_unit
-                and (self.step_size == 1 or amount % self.step_size == 0)
-                and self.used + amount <= self.capacity)
 
 
 @dataclass(slots=True)
@@ -80,57 +57,46 @@ def new_window() -> Window:
     return Window({}, {})
 
 
-# Columns after the provider columns and the verdict, in every part of the
-# union: (item id, total, reserved, min_unit, max_unit, step_size, ratio, used).
-def _detail_columns(inv=None):
-    if inv is None:
-        return (cast(null(), Integer), cast(null(), BigInteger), cast(null(), BigInteger),
-                cast(null(), BigInteger), cast(null(), BigInteger), cast(null(), BigInteger),
-                cast(null(), Float), cast(null(), BigInteger))
-    return (inv.c.resource_class_id, inv.c.total, inv.c.reserved, inv.c.min_unit, inv.c.max_unit,
-            inv.c.step_size, inv.c.allocation_ratio, inv.c.used)
-
-
 def statement(plan: sql.Plan, scanned, low, provider_columns: tuple, ok, with_traits: bool):
-    """The window's providers with their verdict (kind 0), its inventory rows
-    (kind 1) and, ``with_traits``, its trait rows (kind 2), as one UNION ALL
-    of rows laid out (kind, *provider_columns, ok, *detail columns); kinds 1
-    and 2 carry the provider id in the first provider column. The window is
-    every provider id in (``low``, its last id]."""
+    """The window's providers with their verdict and stock (kind 0) and,
+    ``with_traits``, its trait rows (kind 2), as one UNION ALL of rows laid
+    out (kind, *provider_columns, ok, stock, trait id); kind 2 carries the
+    provider id in the first provider column. The window is every provider
+    id in (``low``, its last id]."""
     plan.mark("window_rows", with_traits)
     if not plan.build:
         return None
-    inv, rpt = sql.INV, sql.RPT
-    last = select(func.max(scanned.c.id)).scalar_subquery()
+    rpt = sql.RPT
     blanks = tuple(cast(null(), c.type) for c in provider_columns[1:])
-    parts = [
-        select(literal_column("0").label("kind"), *provider_columns, ok.label("ok"), *_detail_columns()),
-        select(literal_column("1"), inv.c.resource_provider_id, *blanks, cast(null(), Boolean),
-               *_detail_columns(inv))
-        .where(inv.c.resource_provider_id > low, inv.c.resource_provider_id <= last),
-    ]
+    parts = [select(literal_column("0").label("kind"), *provider_columns, ok.label("ok"),
+                    scanned.c.stock.label("stock"), cast(null(), Integer).label("item"))]
     if with_traits:
-        nothing = _detail_columns()[1:]
+        last = select(func.max(scanned.c.id)).scalar_subquery()
         parts.append(select(literal_column("2"), rpt.c.resource_provider_id, *blanks, cast(null(), Boolean),
-                            rpt.c.trait_id, *nothing)
+                            cast(null(), Text), rpt.c.trait_id)
                      .where(rpt.c.resource_provider_id > low, rpt.c.resource_provider_id <= last))
     return union_all(*parts)
 
 
-def split(result_rows: Iterable, window: Window, width: int) -> list:
+def split(conn: Connection, result_rows: Iterable, window: Window, width: int) -> list:
     """The kind-0 rows (provider columns and verdict, ``width`` + 1 values), in
-    id order; kinds 1 and 2 go into ``window``."""
+    id order; their stock and the kind-2 rows go into ``window`` (the stock
+    of a provider that has none stored is read from its inventory rows)."""
     providers = []
     stock, trait_ids = window.stock, window.trait_ids
+    unknown = []
     for row in result_rows:
-        kind = row[0]
-        if kind == 0:
+        if row[0] == 0:
             providers.append(row[1:width + 2])
-            stock.setdefault(row[1], {})
-        elif kind == 1:
-            stock.setdefault(row[1], {})[row[width + 2]] = Stock(*row[width + 2:])
+            text = row[width + 2]
+            if text is None:
+                unknown.append(row[1])
+            else:
+                stock[row[1]] = provider_stock.decode(text)
         else:
-            trait_ids.setdefault(row[1], []).append(row[width + 2])
+            trait_ids.setdefault(row[1], []).append(row[width + 3])
+    if unknown:
+        stock.update(provider_stock.read(conn, unknown))
     providers.sort(key=lambda r: r[0])  # (already in id order, in practice)
     return providers
 

@@ -19,6 +19,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     UniqueConstraint,
 )
 
@@ -45,6 +46,10 @@ resource_providers = Table(
     Column("root_provider_id", Integer, ForeignKey("resource_providers.id"), nullable=True),
     Column("parent_provider_id", Integer, ForeignKey("resource_providers.id"), nullable=True),
     *_timestamps(),
+    # Every inventory of the provider with its usage, as one text, kept in
+    # step by every inventory and usage write (placement/stock.py): a sampled
+    # candidate search reads one row per provider. NULL: read the inventories.
+    Column("stock", Text, nullable=True),
     UniqueConstraint("uuid"),
     UniqueConstraint("name"),
     Index(None, "root_provider_id"),
