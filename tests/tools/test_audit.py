@@ -74,7 +74,7 @@ def test_a_clean_fleet_has_no_findings(client, create_provider, db_url, capsys):
     out = capsys.readouterr().out
     assert "no problems found" in out
     assert "checked: consumer_without_allocations, allocation_on_missing_provider, " \
-           "allocation_without_inventory, usage_over_capacity, kept_usage_out_of_step" in out
+           "allocation_without_inventory, usage_over_capacity, kept_usage_out_of_step, stock_out_of_step" in out
 
 
 def test_every_problem_is_found_in_the_database(client, create_provider, engine, db_url, capsys):
@@ -109,6 +109,8 @@ def test_every_problem_is_found_in_the_database(client, create_provider, engine,
         # The hand-deleted allocation left its usage counted on the inventory.
         ("kept_usage_out_of_step", orphan_host, None),
         ("allocation_without_inventory", bare, None),
+        # ... and its stock still lists the inventory deleted by hand.
+        ("stock_out_of_step", bare, None),
         ("allocation_on_missing_provider", f"id:{gone_id}", gone_consumer),
     }
     over_finding = next(f for f in report["findings"] if f["check"] == "usage_over_capacity")
@@ -119,7 +121,7 @@ def test_every_problem_is_found_in_the_database(client, create_provider, engine,
     # The table says the same.
     assert cli.main(["placement", "audit", "--db", db_url]) == EXIT_FINDINGS
     table = capsys.readouterr().out
-    assert "5 problem(s)" in table and over in table and orphan in table
+    assert "6 problem(s)" in table and over in table and orphan in table
 
 
 def test_recount_usage_repairs_kept_usage(client, create_provider, engine, db_url, capsys):
@@ -129,10 +131,12 @@ def test_recount_usage_repairs_kept_usage(client, create_provider, engine, db_ur
         conn.execute(update(t.inventories).values(used=0))
     status, report = audit_json(db_url, capsys)
     assert status == EXIT_FINDINGS
-    [finding] = report["findings"]
+    # (the provider's stock still says 3: the rows changed around Placement)
+    finding, stale = report["findings"]
     assert (finding["check"], finding["provider"], finding["resource_class"], finding["used"]) == \
         ("kept_usage_out_of_step", rp, "VCPU", 3)
     assert finding["detail"].startswith("kept usage 0 VCPU but its allocations sum to 3")
+    assert (stale["check"], stale["provider"]) == ("stock_out_of_step", rp)
     assert cli.main(["placement", "audit", "--db", db_url, "--recount-usage"]) == 0
     captured = capsys.readouterr()
     assert "recounted kept usage: 1 inventory row(s) changed" in captured.err
@@ -150,7 +154,8 @@ def test_the_api_audit_checks_capacity_and_says_what_it_could_not(app, client, c
             [("usage_over_capacity", over, "VCPU")]
         skipped = {c["name"]: c["reason"] for c in report["checks"] if not c["ran"]}
         assert set(skipped) == {"consumer_without_allocations", "allocation_on_missing_provider",
-                                "allocation_without_inventory", "kept_usage_out_of_step"}
+                                "allocation_without_inventory", "kept_usage_out_of_step",
+                                "stock_out_of_step"}
         assert all("needs --db" in reason for reason in skipped.values())
         assert cli.main(["placement", "audit", "--url", url, "--token", "admin"]) == EXIT_FINDINGS
         out = capsys.readouterr().out

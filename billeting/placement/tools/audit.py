@@ -14,6 +14,11 @@ Checks:
 * ``kept_usage_out_of_step``: an inventory's kept usage (what candidates
   read) differs from the sum of its allocations (allocation rows written
   around Placement); ``--recount-usage`` sets it from the allocations.
+* ``stock_out_of_step``: a provider's stock (its inventories and usage in
+  one row, which sampled candidate searches read) differs from its
+  inventory rows (inventory rows written around Placement, or a server
+  older than migration 0006 writing during an upgrade); ``--recount-usage``
+  recomputes it.
 
 With ``--db`` (Billeting's own database) every check runs. Through the API
 (``--url``, any Placement) only ``usage_over_capacity`` can be seen: the API
@@ -26,7 +31,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine, and_, func, select
 
-from billeting.placement import allocations
+from billeting.placement import allocations, stock
 from billeting.placement.store import tables as t
 from billeting.placement.tools.http import PlacementHttp, parallel, path
 from billeting.placement.tools.progress import Bars
@@ -36,8 +41,9 @@ ALLOCATION_ON_MISSING_PROVIDER = "allocation_on_missing_provider"
 ALLOCATION_WITHOUT_INVENTORY = "allocation_without_inventory"
 USAGE_OVER_CAPACITY = "usage_over_capacity"
 KEPT_USAGE_OUT_OF_STEP = "kept_usage_out_of_step"
+STOCK_OUT_OF_STEP = "stock_out_of_step"
 CHECKS = (CONSUMER_WITHOUT_ALLOCATIONS, ALLOCATION_ON_MISSING_PROVIDER, ALLOCATION_WITHOUT_INVENTORY,
-          USAGE_OVER_CAPACITY, KEPT_USAGE_OUT_OF_STEP)
+          USAGE_OVER_CAPACITY, KEPT_USAGE_OUT_OF_STEP, STOCK_OUT_OF_STEP)
 _NEEDS_DB = "needs --db: the Placement API does not show these records"
 
 
@@ -83,7 +89,8 @@ def audit_database(engine: Engine, source: str, bars: Bars) -> AuditReport:
     bars.add("checks", len(CHECKS))
     findings: list[Finding] = []
     with engine.connect() as conn:
-        for check in (_consumers_without_allocations, _allocations_on_missing_providers, _usage, _kept_usage):
+        for check in (_consumers_without_allocations, _allocations_on_missing_providers, _usage, _kept_usage,
+                      _stock):
             findings += check(conn)
             bars.step("checks", 2 if check is _usage else 1)
     return AuditReport(source, [Check(name, True) for name in CHECKS], findings)
@@ -153,8 +160,19 @@ def _kept_usage(conn) -> list[Finding]:
             for f in found]
 
 
+def _stock(conn) -> list[Finding]:
+    ids = stock.out_of_step(conn)
+    if not ids:
+        return []
+    rp = t.resource_providers
+    uuid_of = dict(conn.execute(select(rp.c.id, rp.c.uuid).where(rp.c.id.in_(ids))).all())
+    return [Finding(STOCK_OUT_OF_STEP, "its stock (what sampled candidate searches read) differs from its "
+                    "inventory rows ('--recount-usage' recomputes it)", provider=uuid_of[i]) for i in ids]
+
+
 def recount_usage(engine: Engine) -> int:
-    """Set every inventory's kept usage from its allocations; the rows changed."""
+    """Set every inventory's kept usage from its allocations and every
+    provider's stock from its inventories; the rows changed."""
     with engine.begin() as conn:
         return allocations.recount_usage(conn)
 
