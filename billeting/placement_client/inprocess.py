@@ -19,7 +19,7 @@ from billeting.placement.allocations import ConsumerWrite
 from billeting.placement.api import allocation_candidates as ac_api
 from billeting.placement.api import query as api_query
 from billeting.placement.api.app import make_app
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.common import gcpause
 from billeting.placement.consumers import Owner
 from billeting.placement.store.tx import RetriesExhausted, run_read, run_write

@@ -18,9 +18,10 @@ from sqlalchemy.exc import DBAPIError
 from billeting.config import Settings
 from billeting.placement import errors as domain
 from billeting.placement import openapi
-from billeting.placement.api import auth, microversion, negotiation
+from billeting.common.http import auth
+from billeting.placement.api import microversion, negotiation
 from billeting.common.http.context import context_from_environ
-from billeting.placement.api.errors import (
+from billeting.common.http.errors import (
     HTTPProblem,
     check_body_headers,
     error_document,

@@ -12,7 +12,7 @@ from oslo_policy import policy as oslo_policy
 
 from billeting.common.policy import PolicyFileError, RuleEnforcer, scope_is_configurable
 from billeting.common.http.context import RequestContext
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 
 __all__ = ["Authorizer", "PolicyFileError", "describe", "scope_is_configurable", "OPERATION_RULES"]
 

@@ -17,9 +17,10 @@ from billeting.api.inputs import nul_at
 from billeting.common.uuids import is_uuid_like, normalize_uuid  # noqa: F401 - re-exported to Placement's modules
 from billeting.api.json_depth import TOO_DEEP, too_deep
 from billeting.placement import providers
-from billeting.placement.api import fastcheck, negotiation
+from billeting.common.http import fastcheck
+from billeting.placement.api import negotiation
 from billeting.common.http.context import RequestContext
-from billeting.placement.api.errors import HTTPProblem, method_not_allowed
+from billeting.common.http.errors import HTTPProblem, method_not_allowed
 from billeting.placement.store.tx import run_read
 
 JSON = "application/json"

@@ -18,9 +18,9 @@ import msgspec
 from sqlalchemy.exc import DataError, DBAPIError
 
 from billeting.api.inputs import names_nothing, plausible_id
-from billeting.placement.api import auth
+from billeting.common.http import auth
 from billeting.common.http.context import context_from_environ
-from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
+from billeting.common.http.errors import HTTPProblem, check_body_headers, error_document
 from billeting.common.db.outage import unavailable_reason
 from billeting.common.db.tx import RetriesExhausted
 from billeting.placement_client.client import PlacementError

@@ -18,7 +18,7 @@ import msgspec
 from billeting import typeinfo
 from billeting.common import uuids
 from billeting.placement.api import util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.scheduler import metrics, nova
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, ctx, send
