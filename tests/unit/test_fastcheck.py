@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from billeting.common.http import fastcheck
-from billeting.placement.api import util
+from billeting.common.http import util
 from billeting.placement.api.schemas import aggregates, allocations, inventories, reshaper
 from billeting.placement.api.schemas import resource_classes, resource_providers, traits
 

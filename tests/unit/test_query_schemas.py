@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from billeting.placement.api import util
+from billeting.common.http import util
 from billeting.common.http.errors import HTTPProblem
 from billeting.placement.api.schemas import queries
 

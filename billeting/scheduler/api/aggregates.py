@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from billeting.common import uuids
-from billeting.placement.api import util
 from billeting.common.http.errors import HTTPProblem
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, send, send_empty

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import falcon
 import msgspec
 
-from billeting.placement.api import util
+from billeting.common.http import util
 from billeting.common.http.context import RequestContext
 from billeting.placement.api.policy import Authorizer
 

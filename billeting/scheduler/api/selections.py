@@ -17,7 +17,7 @@ import msgspec
 
 from billeting import typeinfo
 from billeting.common import uuids
-from billeting.placement.api import util
+from billeting.common.http import util
 from billeting.common.http.errors import HTTPProblem
 from billeting.scheduler import metrics, nova
 from billeting.scheduler.api import schemas
