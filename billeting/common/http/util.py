@@ -13,8 +13,8 @@ import jsonschema
 import orjson
 from jsonschema.exceptions import ValidationError, best_match
 
-from billeting.api.inputs import nul_at
-from billeting.api.json_depth import TOO_DEEP, too_deep
+from billeting.common.http.inputs import nul_at
+from billeting.common.http.json_depth import TOO_DEEP, too_deep
 from billeting.common.http import fastcheck
 from billeting.common.http.context import RequestContext
 from billeting.common.http.errors import HTTPProblem

@@ -17,7 +17,7 @@ import falcon
 import msgspec
 from sqlalchemy.exc import DataError, DBAPIError
 
-from billeting.api.inputs import names_nothing, plausible_id
+from billeting.common.http.inputs import names_nothing, plausible_id
 from billeting.common.http import auth
 from billeting.common.http.context import context_from_environ
 from billeting.common.http.errors import HTTPProblem, check_body_headers, error_document
