@@ -231,7 +231,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
 
-    from billeting.placement.api.policy import describe as describe_policy
+    from billeting.common.policy import describe as describe_policy
 
     LOG.info("policy: %s", describe_policy(legacy=settings.legacy_policy, enforce_scope=settings.enforce_scope))
     LOG.info("billeting %s: Placement API on http://%s/ (db %s, %d worker(s) x %d thread(s), auth %s%s)",

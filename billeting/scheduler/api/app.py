@@ -1,8 +1,9 @@
-"""Assemble the scheduler API's WSGI stack, with Placement's outer layers.
+"""Assemble the scheduler API's WSGI stack, with the outer layers every API shares
+(billeting.common.http).
 
 Outermost first: request id (``x-openstack-request-id``) → auth (noauth2 or
 keystone, ``GET /`` open) → context (401) → body sanity → routing (404/405)
-→ handler. Errors use Placement's document, always with a ``code``:
+→ handler. Errors use the shared error document, always with a ``code``:
 
     {"errors": [{"status": 409, "title": "Conflict", "detail": "...",
                  "code": "billeting.no_valid_host", "request_id": "req-...",
@@ -20,6 +21,7 @@ from sqlalchemy.exc import DataError, DBAPIError
 from billeting.common.http.inputs import names_nothing, plausible_id
 from billeting.common.http import auth
 from billeting.common.http.context import context_from_environ
+from billeting.common.keystone_auth import keystone_protected
 from billeting.common.http.errors import HTTPProblem, check_body_headers, error_document
 from billeting.common.db.outage import unavailable_reason
 from billeting.common.db.tx import RetriesExhausted
@@ -48,9 +50,6 @@ ROUTES = [
     ("/hosts", hosts.Hosts),
     ("/hosts/{name}", hosts.Host),
 ]
-
-_PLACEMENT_UNDEFINED = "placement.undefined_code"
-
 
 class ApiMiddleware:
     def __init__(self, deps: Deps) -> None:
@@ -95,8 +94,7 @@ def _service_error(req, resp, exc: errors.ServiceError, params) -> None:
 
 
 def _http_problem(req, resp, exc: HTTPProblem, params) -> None:
-    code = exc.code if exc.code and exc.code != _PLACEMENT_UNDEFINED else errors.UNDEFINED
-    _render(req, resp, exc.status, exc.detail, code, headers=exc.headers)
+    _render(req, resp, exc.status, exc.detail, exc.code or errors.UNDEFINED, headers=exc.headers)
 
 
 def _no_valid_host(req, resp, exc: NoValidHost, params) -> None:
@@ -262,7 +260,7 @@ def make_app(service, *, auth_strategy: str = "noauth2", config_file: str | None
     deps = Deps(service=service, authorizer=authorizer(policy_file=policy_file, legacy=legacy_policy))
     wsgi = make_falcon_app(deps)
     if auth_strategy == "keystone":
-        wsgi = auth.keystone_middleware(wsgi, config_file)
+        wsgi = keystone_protected(wsgi, config_file, auth.ROOT_PATHS)
     else:
         wsgi = auth.NoAuth2Middleware(wsgi)
     return auth.RequestIdMiddleware(_RootPathFix(_Metrics(_OpenAPIDocument(_OwnUnauthorized(wsgi)))))

@@ -9,7 +9,7 @@ import msgspec
 
 from billeting.common.http import util
 from billeting.common.http.context import RequestContext
-from billeting.placement.api.policy import Authorizer
+from billeting.common.http.policy import Authorizer
 
 JSON = "application/json"
 _encode = msgspec.json.Encoder().encode
