@@ -7,7 +7,7 @@ from billeting.apidb.aggregates import utcnow
 from billeting.apidb.host_reports import ReportFields, StoredReport
 from billeting.common.db.tx import run_read, run_write
 from billeting.scheduler.catalog import CAPABILITY_JSON, json_text
-from billeting.scheduler.service.errors import BadRequest, NotFound
+from billeting.scheduler.errors import InvalidRequest, NotFound
 from billeting.scheduler.service.views import HostView, iso
 
 MAX_NAME = 255
@@ -31,15 +31,15 @@ def view(service, report: StoredReport, *, with_record: bool = False) -> HostVie
 
 def put(service, name: str, fields: ReportFields, *, heartbeat: bool) -> tuple[HostView, bool]:
     if not name or len(name) > MAX_NAME:
-        raise BadRequest(f"a host name has 1 to {MAX_NAME} characters")
+        raise InvalidRequest(f"a host name has 1 to {MAX_NAME} characters")
     for counter in ("failed_builds", "num_instances", "num_io_ops"):
         value = getattr(fields, counter)
         if value is not None and value < 0:
-            raise BadRequest(f"{counter} must not be negative")
+            raise InvalidRequest(f"{counter} must not be negative")
     for field in CAPABILITY_JSON:
         text = json_text(getattr(fields, field))
         if text is not None and len(text.encode()) > MAX_JSON:
-            raise BadRequest(f"{field} takes at most {MAX_JSON} bytes as JSON")
+            raise InvalidRequest(f"{field} takes at most {MAX_JSON} bytes as JSON")
     report, created = run_write(service.engine, lambda conn: store.put(conn, name, fields, heartbeat=heartbeat))
     service.catalog.invalidate()
     return view(service, report), created
