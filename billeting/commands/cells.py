@@ -162,6 +162,33 @@ def wire(args: argparse.Namespace):
     return wiring
 
 
+def checked_settings(make, args: argparse.Namespace, flags: dict[str, str], what: str):
+    """``make(**...)`` from the flags given (flag -> field), checked: a bad
+    value is one line naming ``what``."""
+    settings = make(**{field: getattr(args, flag) for flag, field in flags.items()
+                       if getattr(args, flag, None) is not None})
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise common.CliError(f"invalid {what} setting: {exc}") from None
+    return settings
+
+
+def start_on(wiring, component, cell: str) -> None:
+    """Start ``component`` (computes, a conductor) on its cell's ``wiring``; a
+    bus or a Placement that does not answer stops both and is one line."""
+    from billeting.messaging import BusUnavailable
+    from billeting.placement_client import PlacementError
+
+    try:
+        component.start()
+    except (BusUnavailable, PlacementError) as exc:
+        component.stop()
+        wiring.close()
+        where = f"cell {cell}'s bus" if isinstance(exc, BusUnavailable) else "Placement"
+        raise common.CliError(f"{where}: {exc}") from None
+
+
 def run_until_signalled(stop: Callable[[], None]) -> int:
     """Block until SIGTERM or SIGINT, then ``stop()``; exit status 0."""
     done = threading.Event()
