@@ -16,7 +16,8 @@ from billeting import cli
 from billeting.placement.store import migrate, tables as t
 from billeting.common.db.engine import normalize_url
 from tests.concurrency.serve import Http, clean_environ, running_server, serve_command, stop, wait_until_up
-from tests.concurrency.serve import RunningServer, free_port
+from tests.concurrency.serve import RunningServer
+from tests.support.ports import free_port
 
 HEAD = migrate.head_revision()
 

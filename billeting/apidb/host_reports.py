@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 from sqlalchemy import Connection, Engine, delete, insert, select, update
@@ -25,37 +24,21 @@ from billeting import typeinfo
 from billeting.apidb import tables as t
 from billeting.apidb.aggregates import utcnow
 from billeting.common.db.tx import Retry, run_read
-from billeting.scheduler.catalog import CAPABILITY_JSON, HostReport, SupportedInstance, json_facts, json_text
+from billeting.scheduler.catalog import CAPABILITY_JSON, HostReport, json_facts, json_text
 
 DOWN_AFTER_S = 60.0
 FIELDS = ("service_host", "cell", "enabled", "up", "failed_builds", "num_instances", "num_io_ops",
-          "hypervisor_type", "hypervisor_version")
+          "hypervisor_type", "hypervisor_version")  # the table's columns, HostReport's names
+_ATTRIBUTE = {"cell": "cell_uuid"}  # where a column's name is not the attribute's
 
 
-class ReportFields(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What a ``PUT /hosts/{name}`` carries (every field optional)."""
-
-    service_host: str | None = None
-    cell: str | None = None
-    enabled: bool | None = None
-    up: bool | None = None
-    failed_builds: int | None = None
-    num_instances: int | None = None
-    num_io_ops: int | None = None
-    # What the hypervisor is and can run (see ``HostRecord``).
-    hypervisor_type: str | None = None
-    hypervisor_version: int | None = None
-    cpu_info: dict[str, Any] | None = None
-    supported_instances: tuple[SupportedInstance, ...] | None = None
-    stats: dict[str, str] | None = None
-
-
-to_report_fields = typeinfo.converter(ReportFields)
+# The body of PUT /hosts/{name}, and a table row's values, by their names (``cell``).
+to_report_fields = typeinfo.converter(HostReport)
 
 
 class StoredReport(msgspec.Struct, frozen=True, kw_only=True):
     name: str
-    fields: ReportFields
+    fields: HostReport  # as stored: ``up`` is the explicit one
     last_heartbeat: dt.datetime | None
     updated_at: dt.datetime | None
 
@@ -65,12 +48,7 @@ class StoredReport(msgspec.Struct, frozen=True, kw_only=True):
         return self.fields.up
 
     def as_host_report(self, now: dt.datetime, down_after_s: float = DOWN_AFTER_S) -> HostReport:
-        f = self.fields
-        return HostReport(service_host=f.service_host, cell_uuid=f.cell, enabled=f.enabled,
-                          up=self.up(now, down_after_s), failed_builds=f.failed_builds,
-                          num_instances=f.num_instances, num_io_ops=f.num_io_ops,
-                          hypervisor_type=f.hypervisor_type, hypervisor_version=f.hypervisor_version,
-                          cpu_info=f.cpu_info, supported_instances=f.supported_instances, stats=f.stats)
+        return msgspec.structs.replace(self.fields, up=self.up(now, down_after_s))
 
 
 def _stored(row) -> StoredReport:
@@ -80,10 +58,10 @@ def _stored(row) -> StoredReport:
                         last_heartbeat=row.last_heartbeat, updated_at=row.updated_at)
 
 
-def put(conn: Connection, name: str, fields: ReportFields, *, heartbeat: bool) -> tuple[StoredReport, bool]:
+def put(conn: Connection, name: str, fields: HostReport, *, heartbeat: bool) -> tuple[StoredReport, bool]:
     """Replace the report of ``name``; (the report, True when it is new)."""
     now = utcnow()
-    values = {k: getattr(fields, k) for k in FIELDS}
+    values = {k: getattr(fields, _ATTRIBUTE.get(k, k)) for k in FIELDS}
     values.update({k: json_text(getattr(fields, k)) for k in CAPABILITY_JSON})
     row = conn.execute(select(t.host_reports).where(t.host_reports.c.name == name).with_for_update()).first()
     if row is None:

@@ -162,6 +162,33 @@ def wire(args: argparse.Namespace):
     return wiring
 
 
+def checked_settings(make, args: argparse.Namespace, flags: dict[str, str], what: str):
+    """``make(**...)`` from the flags given (flag -> field), checked: a bad
+    value is one line naming ``what``."""
+    settings = make(**{field: getattr(args, flag) for flag, field in flags.items()
+                       if getattr(args, flag, None) is not None})
+    try:
+        settings.check()
+    except ValueError as exc:
+        raise common.CliError(f"invalid {what} setting: {exc}") from None
+    return settings
+
+
+def start_on(wiring, component, cell: str) -> None:
+    """Start ``component`` (computes, a conductor) on its cell's ``wiring``; a
+    bus or a Placement that does not answer stops both and is one line."""
+    from billeting.messaging import BusUnavailable
+    from billeting.placement_client import PlacementError
+
+    try:
+        component.start()
+    except (BusUnavailable, PlacementError) as exc:
+        component.stop()
+        wiring.close()
+        where = f"cell {cell}'s bus" if isinstance(exc, BusUnavailable) else "Placement"
+        raise common.CliError(f"{where}: {exc}") from None
+
+
 def run_until_signalled(stop: Callable[[], None]) -> int:
     """Block until SIGTERM or SIGINT, then ``stop()``; exit status 0."""
     done = threading.Event()
@@ -216,29 +243,17 @@ def _engine_for(url: str):
 
 
 def cmd_cell_db_upgrade(args: argparse.Namespace) -> int:
-    from alembic.util import CommandError
-    from sqlalchemy.exc import DBAPIError
-
     from billeting.cells import migrate
 
     common.configure_logging(log_level(args))
-    url, _ = cell_db_url(args)
+    url, embedded = cell_db_url(args)
+    target = common.DatabaseTarget(url=url, shown=shown(url), embedded=embedded)
     engine = _engine_for(url)
     try:
-        before = migrate.current_revision(engine)
-        migrate.upgrade(engine)
-        after = migrate.current_revision(engine)
-    except CommandError as exc:
-        raise common.CliError(f"cannot upgrade {shown(url)}: {exc} (is the database from a newer Billeting?)") from None
-    except DBAPIError as exc:
-        raise common.CliError(f"upgrading {shown(url)} failed: {common.first_line(exc)}") from None
+        before, after = common.apply_migrations(engine, target, migrate)
     finally:
         engine.dispose()
-    if before == after:
-        print(f"cell database {shown(url)} is already at revision {after}")
-    else:
-        print(f"cell database {shown(url)} upgraded from {before or 'empty'} to revision {after}")
-    return 0
+    return common.report_upgrade("cell database", target.shown, before, after)
 
 
 def cmd_cell_db_status(args: argparse.Namespace) -> int:
@@ -246,10 +261,8 @@ def cmd_cell_db_status(args: argparse.Namespace) -> int:
 
     url, embedded = cell_db_url(args, create=False)  # a status creates nothing, not even the data directory
     target = common.DatabaseTarget(url=url, shown=shown(url), embedded=embedded)
-    current, head = common.read_revision(target, migrate.current_revision), migrate.head_revision()
-    print(f"cell database {shown(url)}: revision {current or 'none'}, head {head}"
-          + ("" if current == head else f" (behind; run 'billeting cell-db upgrade --cell-db {shown(url)}')"))
-    return 0 if current == head else 1
+    return common.report_status("cell database", target.shown, common.read_revision(target, migrate.current_revision),
+                                migrate.head_revision(), f"billeting cell-db upgrade --cell-db {target.shown}")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ import socket
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
@@ -165,6 +166,60 @@ def read_revision(target: DatabaseTarget, current_revision: Callable[[Engine], s
         raise CliError(f"cannot read database {target.shown}: {first_line(exc)}") from None
     finally:
         engine.dispose()
+
+
+class Migrations(Protocol):
+    """A database's Alembic wiring: Placement's store, the API database's, a cell's."""
+
+    def upgrade(self, engine: Engine) -> None: ...
+
+    def current_revision(self, engine: Engine) -> str | None: ...
+
+    def head_revision(self) -> str: ...
+
+
+def apply_migrations(engine: Engine, target: DatabaseTarget, migrations: Migrations) -> tuple[str | None, str]:
+    """Upgrade ``target`` to head; returns (revision before, revision after)."""
+    from alembic.util import CommandError
+
+    before = migrations.current_revision(engine)
+    try:
+        migrations.upgrade(engine)
+    except CommandError as exc:
+        raise CliError(f"cannot upgrade {target.shown}: {exc} (is the database from a newer Billeting?)") from None
+    except DBAPIError as exc:
+        raise CliError(f"upgrading {target.shown} failed: {first_line(exc)}") from None
+    return before, migrations.current_revision(engine) or ""
+
+
+def ensure_schema(engine: Engine, target: DatabaseTarget, migrations: Migrations, *, label: str,
+                  may_upgrade: bool, fix: str) -> None:
+    """At start-up: the schema is at head, or is brought there when ``may_upgrade``;
+    otherwise the error says how (``fix``: the command and its alternative)."""
+    current, head = migrations.current_revision(engine), migrations.head_revision()
+    if current == head:
+        return
+    if not may_upgrade:
+        state = "empty (no schema)" if current is None else f"at revision {current}"
+        raise CliError(f"{label} {target.shown} is {state} but this Billeting needs revision {head}; run {fix}")
+    before, after = apply_migrations(engine, target, migrations)
+    logging.getLogger("billeting").info("%s %s upgraded from %s to %s", label, target.shown, before or "empty", after)
+
+
+def report_upgrade(label: str, shown: str, before: str | None, after: str) -> int:
+    """What ``db upgrade`` prints; its exit status."""
+    if before == after:
+        print(f"{label} {shown} is already at revision {after}")
+    else:
+        print(f"{label} {shown} upgraded from {before or 'empty'} to revision {after}")
+    return 0
+
+
+def report_status(label: str, shown: str, current: str | None, head: str, fix: str) -> int:
+    """What ``db status`` prints; its exit status (1 when behind)."""
+    print(f"{label} {shown}: revision {current or 'none'}, head {head}"
+          + ("" if current == head else f" (behind; run '{fix}')"))
+    return 0 if current == head else EXIT_FAILURE
 
 
 def check_listen(host: str, port: int) -> None:

@@ -111,14 +111,7 @@ def fake_config(args: argparse.Namespace):
 def compute_settings(args: argparse.Namespace):
     from billeting.compute.settings import ComputeSettings
 
-    given = {field: getattr(args, flag) for flag, field in _SETTING_FLAGS.items()
-             if getattr(args, flag, None) is not None}
-    settings = ComputeSettings(**given)
-    try:
-        settings.check()
-    except ValueError as exc:
-        raise common.CliError(f"invalid compute setting: {exc}") from None
-    return settings
+    return cells.checked_settings(ComputeSettings, args, _SETTING_FLAGS, "compute")
 
 
 def build_service(args: argparse.Namespace, wiring):
@@ -136,24 +129,12 @@ def build_service(args: argparse.Namespace, wiring):
 
 
 def cmd_compute(args: argparse.Namespace) -> int:
-    from billeting.messaging import BusUnavailable
-    from billeting.placement_client import PlacementError
-
     common.configure_logging(cells.log_level(args))
     fake_config(args)
     compute_settings(args)  # refuse bad flags before connecting anywhere
     wiring = cells.wire(args)
     service = build_service(args, wiring)
-    try:
-        service.start()
-    except BusUnavailable as exc:
-        service.stop()
-        wiring.close()
-        raise common.CliError(f"cell {args.cell}'s bus: {exc}") from None
-    except PlacementError as exc:
-        service.stop()
-        wiring.close()
-        raise common.CliError(f"Placement: {exc}") from None
+    cells.start_on(wiring, service, args.cell)
     LOG.info("%d compute host(s) of cell %s running: %s", len(service.managers), args.cell,
              ", ".join(m.host for m in service.managers))
 

@@ -53,13 +53,7 @@ def register(commands) -> None:
 def conductor_settings(args: argparse.Namespace):
     from billeting.conductor.cell import ConductorSettings
 
-    settings = ConductorSettings(**{field: getattr(args, flag) for flag, field in _FLAGS.items()
-                                    if getattr(args, flag, None) is not None})
-    try:
-        settings.check()
-    except ValueError as exc:
-        raise common.CliError(f"invalid conductor setting: {exc}") from None
-    return settings
+    return cells.checked_settings(ConductorSettings, args, _FLAGS, "conductor")
 
 
 def build_conductor(args: argparse.Namespace, wiring):
@@ -83,20 +77,13 @@ def _serve_metrics(host: str, port: int, undo):
 
 
 def cmd_conductor(args: argparse.Namespace) -> int:
-    from billeting.messaging import BusUnavailable
-
     common.configure_logging(cells.log_level(args))
     conductor_settings(args)
     if args.metrics_port is not None and not 1 <= args.metrics_port <= 65535:
         raise common.UsageError(f"--metrics-port must be between 1 and 65535, not {args.metrics_port}")
     wiring = cells.wire(args)
     conductor = build_conductor(args, wiring)
-    try:
-        conductor.start()
-    except BusUnavailable as exc:
-        conductor.stop()
-        wiring.close()
-        raise common.CliError(f"cell {args.cell}'s bus: {exc}") from None
+    cells.start_on(wiring, conductor, args.cell)
     exporter = None
     if args.metrics_port is not None:
         exporter = _serve_metrics(args.metrics_host, args.metrics_port, lambda: (conductor.stop(), wiring.close()))

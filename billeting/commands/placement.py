@@ -11,9 +11,25 @@ import logging
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
-from billeting.commands.common import (EXIT_FAILURE, CliError, DatabaseTarget, Parser, UsageError, check_keystone_config,
-                                       check_listen, configure_logging, connect_engine, first_line, read_revision,
-                                       resolve_database, settings_from_args, version)
+from billeting.commands.common import (
+    CliError,
+    DatabaseTarget,
+    Parser,
+    UsageError,
+    apply_migrations,
+    check_keystone_config,
+    check_listen,
+    configure_logging,
+    connect_engine,
+    ensure_schema,
+    first_line,
+    read_revision,
+    report_status,
+    report_upgrade,
+    resolve_database,
+    settings_from_args,
+    version,
+)
 from billeting.commands.pools import add_pool_flags
 from billeting.config import Settings, ensure_default_data_dir
 from billeting.serving import bind_address
@@ -103,38 +119,6 @@ def upgrade_command(target: DatabaseTarget, settings: Settings, *, db_flag_given
     return f"billeting db upgrade --db {target.shown}"
 
 
-def apply_migrations(engine: Engine, target: DatabaseTarget) -> tuple[str | None, str]:
-    """Upgrade to head; returns (revision before, revision after)."""
-    from alembic.util import CommandError
-
-    from billeting.placement.store import migrate
-
-    before = migrate.current_revision(engine)
-    try:
-        migrate.upgrade(engine)
-    except CommandError as exc:
-        raise CliError(f"cannot upgrade {target.shown}: {exc} "
-                       "(is the database from a newer Billeting?)") from None
-    except DBAPIError as exc:
-        raise CliError(f"upgrading {target.shown} failed: {first_line(exc)}") from None
-    return before, migrate.current_revision(engine) or ""
-
-
-def ensure_schema(engine: Engine, target: DatabaseTarget, *, may_upgrade: bool, fix: str) -> None:
-    from billeting.placement.store import migrate
-
-    current, head = migrate.current_revision(engine), migrate.head_revision()
-    if current == head:
-        return
-    if not may_upgrade:
-        state = "empty (no schema)" if current is None else f"at revision {current}"
-        raise CliError(
-            f"database {target.shown} is {state} but this Billeting needs revision {head}; "
-            f"run '{fix}' (or start serve with --auto-upgrade)")
-    before, after = apply_migrations(engine, target)
-    LOG.info("database %s upgraded from %s to %s", target.shown, before or "empty", after)
-
-
 def sync_names(engine: Engine, target: DatabaseTarget) -> None:
     from billeting.placement.store.sync import sync_standard_names
     from billeting.common.db.tx import RetriesExhausted
@@ -149,21 +133,19 @@ def sync_names(engine: Engine, target: DatabaseTarget) -> None:
 # --- commands ---------------------------------------------------------------
 
 def cmd_db_upgrade(args: argparse.Namespace) -> int:
+    from billeting.placement.store import migrate
+
     settings = settings_from_args(args)
     configure_logging(settings.log_level)
     target = resolve_database(settings)
     prepare_embedded(target)
     engine = connect_engine(target)
     try:
-        before, after = apply_migrations(engine, target)
+        before, after = apply_migrations(engine, target, migrate)
         sync_names(engine, target)
     finally:
         engine.dispose()
-    if before == after:
-        print(f"database {target.shown} is already at revision {after}")
-    else:
-        print(f"database {target.shown} upgraded from {before or 'empty'} to revision {after}")
-    return 0
+    return report_upgrade("database", target.shown, before, after)
 
 
 def cmd_db_status(args: argparse.Namespace) -> int:
@@ -171,12 +153,8 @@ def cmd_db_status(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     target = resolve_database(settings)
-    head = migrate.head_revision()
-    current = read_revision(target, migrate.current_revision)
-    print(f"database {target.shown}: revision {current or 'none'}, head {head}"
-          + ("" if current == head else
-             f" (behind; run '{upgrade_command(target, settings, db_flag_given=args.db is not None)}')"))
-    return 0 if current == head else EXIT_FAILURE
+    return report_status("database", target.shown, read_revision(target, migrate.current_revision),
+                         migrate.head_revision(), upgrade_command(target, settings, db_flag_given=args.db is not None))
 
 
 def check_app(settings: Settings) -> None:
@@ -214,6 +192,8 @@ def check_app(settings: Settings) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from billeting.placement.store import migrate
+
     settings = settings_from_args(args)
     configure_logging(settings.log_level)
     target = resolve_database(settings)
@@ -224,14 +204,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = connect_engine(target)
     try:
         # The embedded default is created and migrated on first start.
-        ensure_schema(engine, target, may_upgrade=settings.auto_upgrade or target.embedded,
-                      fix=upgrade_command(target, settings, db_flag_given=args.db is not None))
+        fix = upgrade_command(target, settings, db_flag_given=args.db is not None)
+        ensure_schema(engine, target, migrate, label="database", may_upgrade=settings.auto_upgrade or target.embedded,
+                      fix=f"'{fix}' (or start serve with --auto-upgrade)")
         # Once, in the master, before forking: workers find the names in place.
         sync_names(engine, target)
     finally:
         engine.dispose()
 
-    from billeting.placement.api.policy import describe as describe_policy
+    from billeting.common.policy import describe as describe_policy
 
     LOG.info("policy: %s", describe_policy(legacy=settings.legacy_policy, enforce_scope=settings.enforce_scope))
     LOG.info("billeting %s: Placement API on http://%s/ (db %s, %d worker(s) x %d thread(s), auth %s%s)",

@@ -24,16 +24,19 @@ import msgspec
 from billeting.commands.common import (
     CliError,
     DatabaseTarget,
-    EXIT_FAILURE,
     UsageError,
+    apply_migrations,
     check_keystone_config,
     check_listen,
     configure_logging,
     connect_engine,
     database_target,
+    ensure_schema,
     first_line,
     hide_password,
     read_revision,
+    report_status,
+    report_upgrade,
     resolve_database,
     version,
 )
@@ -150,36 +153,18 @@ def database(config: ServiceConfig, *, create: bool = True) -> DatabaseTarget:
     return database_target(config.db or default_url(create=create), embedded=not config.db)
 
 
-def upgrade(engine, target: DatabaseTarget) -> tuple[str | None, str]:
-    from alembic.util import CommandError
-    from sqlalchemy.exc import DBAPIError
-
+def cmd_db_upgrade(args) -> int:
     from billeting.apidb import migrate
 
-    before = migrate.current_revision(engine)
-    try:
-        migrate.upgrade(engine)
-    except CommandError as exc:
-        raise CliError(f"cannot upgrade {target.shown}: {exc} (is the database from a newer Billeting?)") from None
-    except DBAPIError as exc:
-        raise CliError(f"upgrading {target.shown} failed: {first_line(exc)}") from None
-    return before, migrate.current_revision(engine) or ""
-
-
-def cmd_db_upgrade(args) -> int:
     config = load_config(args)
     configure_logging(config.log_level)
     target = database(config)
     engine = connect_engine(target)
     try:
-        before, after = upgrade(engine, target)
+        before, after = apply_migrations(engine, target, migrate)
     finally:
         engine.dispose()
-    if before == after:
-        print(f"API database {target.shown} is already at revision {after}")
-    else:
-        print(f"API database {target.shown} upgraded from {before or 'empty'} to revision {after}")
-    return 0
+    return report_upgrade("API database", target.shown, before, after)
 
 
 def cmd_db_status(args) -> int:
@@ -187,11 +172,9 @@ def cmd_db_status(args) -> int:
 
     config = load_config(args)
     target = database(config, create=False)  # a status creates nothing, not even the data directory
-    current, head = read_revision(target, migrate.current_revision), migrate.head_revision()
     fix = "billeting scheduler db upgrade" + ("" if target.embedded else f" --db {target.shown}")
-    print(f"API database {target.shown}: revision {current or 'none'}, head {head}"
-          + ("" if current == head else f" (behind; run '{fix}')"))
-    return 0 if current == head else EXIT_FAILURE
+    return report_status("API database", target.shown, read_revision(target, migrate.current_revision),
+                         migrate.head_revision(), fix)
 
 
 # --- serve --------------------------------------------------------------------
@@ -263,15 +246,8 @@ def cmd_serve(args) -> int:
         _check_bus(config.transport_url)
     engine = connect_engine(target)
     try:
-        current, head = migrate.current_revision(engine), migrate.head_revision()
-        if current != head:
-            if not (config.auto_upgrade or target.embedded):
-                state = "empty (no schema)" if current is None else f"at revision {current}"
-                raise CliError(f"API database {target.shown} is {state} but this Billeting needs revision {head}; "
-                               f"run 'billeting scheduler db upgrade --db {target.shown}' (or --auto-upgrade)")
-            before, after = upgrade(engine, target)
-            logging.getLogger("billeting").info("API database %s upgraded from %s to %s", target.shown,
-                                                before or "empty", after)
+        ensure_schema(engine, target, migrate, label="API database", may_upgrade=config.auto_upgrade or target.embedded,
+                      fix=f"'billeting scheduler db upgrade --db {target.shown}' (or --auto-upgrade)")
     finally:
         engine.dispose()
     placement = f"in-process Placement on {hide_password(config.placement_db)}" if config.placement_db \

@@ -1,4 +1,4 @@
-"""keystonemiddleware in front of a service (the all-in-one's, `compute-api serve --auth keystone`).
+"""keystonemiddleware in front of a service (every API under ``--auth keystone``, and the all-in-one's).
 
 The same ``auth_token`` layer production runs, reading its
 ``[keystone_authtoken]`` section from the file given through a private
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 # What each API lets through without a token: its version documents and,
 # for the compute API, the metrics scrape (scrapers carry no token).
+# Placement and the scheduler API open their root document only
+# (billeting.common.http.auth.ROOT_PATHS).
 COMPUTE_OPEN = frozenset({"", "/", "/v2.1", "/v2.1/", "/v2", "/v2/", "/metrics"})
 IMAGE_OPEN = frozenset({"", "/", "/v2", "/v2/"})
 
 
-def keystone_protected(app, config_file: str, open_paths: frozenset[str]):
+def keystone_protected(app, config_file: str | None, open_paths: frozenset[str]):
     from keystonemiddleware import auth_token
     from oslo_config import cfg
 
@@ -25,5 +27,6 @@ def keystone_protected(app, config_file: str, open_paths: frozenset[str]):
             return super().__call__(environ, start_response)
 
     conf = cfg.ConfigOpts()
-    conf([], project="billeting", default_config_files=[config_file])
+    # Only the named file: never files found by oslo.config's default search.
+    conf([], project="billeting", default_config_files=[config_file] if config_file else [])
     return _OpenVersions(app, {"oslo_config_config": conf})

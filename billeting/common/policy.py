@@ -152,3 +152,53 @@ class RuleEnforcer:
             return bool(self._enforcer.authorize(rule, target, creds, do_raise=False))
         except oslo_policy.InvalidScope:
             return False
+
+
+# The persona base rules Placement and the scheduler API build on (their
+# operation rules name these, and an operator's file may override them).
+ADMIN = "role:admin"
+BASE_RULES = [
+    ("admin_api", "role:admin"),
+    ("service_api", "role:service"),
+    ("admin_or_service_api", "role:admin or role:service"),
+    ("project_reader_api", "role:reader and project_id:%(project_id)s"),
+    ("admin_or_project_reader_or_service_api",
+     "role:admin or rule:project_reader_api or role:service"),
+]
+
+Operation = tuple[str, str, str, str]  # (rule name, check, method, path)
+
+
+def persona_defaults(operations: list[Operation], *, deprecation_reason: str) -> list[oslo_policy.RuleDefault]:
+    """The base rules, each with its deprecated alternative ``role:admin``
+    (in force in legacy mode), then one documented rule per operation."""
+    rules: list[oslo_policy.RuleDefault] = []
+    for name, check in BASE_RULES:
+        deprecated = oslo_policy.DeprecatedRule(
+            name=name, check_str=ADMIN, deprecated_reason=deprecation_reason,
+            deprecated_since="1.0")
+        rules.append(oslo_policy.RuleDefault(
+            name, check, description=f"Base rule {name}.", deprecated_rule=deprecated,
+            scope_types=["project"]))
+    for name, check, method, path in operations:
+        rules.append(oslo_policy.DocumentedRuleDefault(
+            name, check, description=f"{method} {path}",
+            operations=[{"method": method, "path": path}], scope_types=["project"]))
+    return rules
+
+
+def describe(*, legacy: bool, enforce_scope: bool = True) -> str:
+    """One line for the start-up log: which defaults are in force."""
+    if legacy:
+        rules = ("legacy policy defaults in force (enforce_new_defaults = False): every base "
+                 "rule also accepts its deprecated alternative role:admin")
+    else:
+        rules = "new policy defaults in force (enforce_new_defaults = True): admin, service and project reader"
+    if enforce_scope:
+        scope = "system-scoped tokens refused"
+    elif scope_is_configurable():
+        scope = "scope not enforced (enforce_scope = False)"
+    else:
+        scope = ("system-scoped tokens refused (enforce_scope = False has no effect: this "
+                 "oslo.policy always enforces scope)")
+    return f"{rules}; {scope}"

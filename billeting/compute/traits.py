@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from os_traits import COMPUTE_STATUS_DISABLED as DISABLED
+
 from billeting.scheduler.nova_features import IMAGE_TYPE_TRAITS, disk_formats, image_type_trait
 
 COMPUTE_NODE = "COMPUTE_NODE"
-DISABLED = "COMPUTE_STATUS_DISABLED"
 # Placement's standard owner trait for compute-service providers; schedulers
 # use it to tell compute nodes from providers other services created.
 DEFAULT_OWNER = "OWNER_NOVA"

@@ -39,7 +39,6 @@ from billeting.scheduler.errors import NoValidHost, SchedulerError
 from billeting.scheduler.nova import Flavor, Image, Unmodelled, request_from_nova
 from billeting.scheduler.request import Destination, DomainConstraint, Nearness, ScheduleRequest
 from billeting.scheduler.selection import Selection
-from billeting.scheduler.service.errors import ServiceError
 
 LOG = logging.getLogger(__name__)
 
@@ -183,9 +182,8 @@ class SuperConductor:
             lines = self.scheduler.select(request, self.settings.build_attempts - 1, group=plan.server_group)
         except NoValidHost as exc:
             return self._bury_all(plan, summary, exc.explanation.message)
-        except (SchedulerError, ServiceError) as exc:
-            reason = getattr(exc, "message", None) or getattr(exc, "detail", None) or str(exc)
-            return self._bury_all(plan, summary, f"No valid host was found. {reason}")
+        except SchedulerError as exc:
+            return self._bury_all(plan, summary, f"No valid host was found. {exc.detail or exc}")
         return [self._hand_over(plan, summary, name, line)
                 for name, line in zip(plan.names, lines, strict=True)]
 
@@ -249,7 +247,7 @@ class SuperConductor:
             try:
                 lines = self.scheduler.select(self._request(plan, (uuid,), tuple(sorted(ignore))),
                                               self.settings.build_attempts - 1, group=plan.server_group)
-            except (NoValidHost, SchedulerError, ServiceError) as exc:
+            except SchedulerError as exc:  # NoValidHost among them
                 LOG.info("instance %s: no host outside the unavailable cells: %s", uuid, exc)
                 return None
             line = lines[0] if lines else ()

@@ -21,8 +21,8 @@ def render_server_error(status: int, code: str, detail: str) -> ErrorBody:
     #request-ids).
     Placement shows a ``code`` only from microversion 1.23, and a request
     never parsed has negotiated none: ``code`` is left out."""
-    from billeting.placement.api.auth import new_request_id
-    from billeting.placement.api.errors import error_document
+    from billeting.common.http.auth import new_request_id
+    from billeting.common.http.errors import error_document
 
     request_id = new_request_id()
     return ErrorBody("application/json", error_document(status, detail, request_id, code=None),

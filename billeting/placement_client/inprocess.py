@@ -19,7 +19,7 @@ from billeting.placement.allocations import ConsumerWrite
 from billeting.placement.api import allocation_candidates as ac_api
 from billeting.placement.api import query as api_query
 from billeting.placement.api.app import make_app
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.common import gcpause
 from billeting.placement.consumers import Owner
 from billeting.placement.store.tx import RetriesExhausted, run_read, run_write
@@ -77,7 +77,7 @@ class InProcessPlacementClient(PlacementClient):
         try:
             ac_api.check(parsed, mv)
         except HTTPProblem as exc:
-            raise PlacementError(exc.status, exc.detail, exc.code) from None
+            raise PlacementError(exc.status, exc.detail, exc.code or errors.UNDEFINED) from None
 
         def work(conn):
             return candidates.find(conn, ac_api.resolve(conn, parsed, mv, self.settings))
@@ -86,7 +86,7 @@ class InProcessPlacementClient(PlacementClient):
             try:
                 result = run_read(self.engine, work)
             except HTTPProblem as exc:
-                raise PlacementError(exc.status, exc.detail, exc.code) from None
+                raise PlacementError(exc.status, exc.detail, exc.code or errors.UNDEFINED) from None
             found = self._view.candidates(result, mv, version_str(mv))
             del result
         return found

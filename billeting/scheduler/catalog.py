@@ -67,11 +67,13 @@ class HostRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class HostReport(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """What a host (or its operator) tells the catalog table, keyed by node name.
+    """What a host (or its operator) tells the catalog table, keyed by node name:
+    the body of ``PUT /hosts/{name}`` (every field optional; ``cell_uuid`` is
+    ``cell`` there and in the table) and the overlay the catalog applies.
     Every field left None keeps what Placement and the directory say."""
 
     service_host: str | None = None
-    cell_uuid: str | None = None
+    cell_uuid: str | None = msgspec.field(default=None, name="cell")
     enabled: bool | None = None
     up: bool | None = None
     failed_builds: int | None = None

@@ -50,8 +50,8 @@ from billeting.scheduler.catalog import HostCatalog
 from billeting.scheduler.claiming import BatchLost, Claimed
 from billeting.scheduler.coalesce import Coalescer
 from billeting.scheduler.decision import Decision
-from billeting.scheduler.directory import Directory, Domain
-from billeting.scheduler.errors import InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
+from billeting.scheduler.directory import CELL_LEVEL, Directory, Domain
+from billeting.scheduler.errors import UNKNOWN_LEVEL, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
 from billeting.scheduler.explain import Explanation
 from billeting.scheduler.hoststate import HostState, host_states
 from billeting.scheduler.pipeline import FilterStep, Pipeline, RankedList
@@ -229,6 +229,7 @@ class Scheduler:
             raise InvalidRequest("alternates must not be negative")
         if not any(g.resources for g in request.groups):
             raise InvalidRequest("a request asks for at least one resource")
+        check_domains(request, self.directory)
 
     def _guard(self, work):
         """Run ``work``; a request it proves unsatisfiable is a NoValidHost
@@ -543,5 +544,25 @@ def _outcome(work) -> object:
     """``work()``'s value, or the scheduler exception it raised, as a value."""
     try:
         return work()
-    except (NoValidHost, SchedulerError) as exc:
+    except SchedulerError as exc:  # NoValidHost among them
         return exc
+
+
+def check_domains(request: ScheduleRequest, directory: Directory) -> None:
+    """The levels and the domain a request names must exist (400, whichever
+    front door it came through): unchecked, an unknown level would be a 409
+    "no valid host" in ``near`` and no constraint at all in a "different"
+    ``domain_constraints`` entry."""
+    levels = directory.levels
+    for c in request.domain_constraints:
+        if c.level not in (*levels, CELL_LEVEL):
+            raise InvalidRequest(f"domain_constraints: unknown topology level {c.level!r} (levels: "
+                                 f"{', '.join((*levels, CELL_LEVEL))})", code=UNKNOWN_LEVEL)
+    near = request.near
+    if near is None:
+        return
+    if near.level not in levels:  # nearness widens through the levels; a cell is none of them
+        raise InvalidRequest(f"near: unknown topology level {near.level!r} (levels: {', '.join(levels)})",
+                             code=UNKNOWN_LEVEL)
+    if near.domain is not None and directory.domain(near.level, near.domain) is None:
+        raise InvalidRequest(f"near: no {near.level} named {near.domain!r}")

@@ -1,7 +1,8 @@
 """The scheduler filters' base class and registry, shared by ``filters`` and
 the modules of filters kept apart (``capability_filters``,
-``aggregate_filters``), which ``filters`` imports so they register.  It sits
-below all of them so none has to import ``filters`` back.
+``aggregate_filters``: any module of the package named ``*_filters``), which
+``filters`` finds and imports so they register.  It sits below all of them so
+none has to import ``filters`` back.
 """
 from __future__ import annotations
 

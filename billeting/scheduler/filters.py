@@ -18,6 +18,9 @@ a request is decided; they run for its first instance only.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from billeting.scheduler.filter_base import REGISTRY, Filter
 from billeting.scheduler.prefilters import DISABLED_TRAIT
 from billeting.scheduler.request import HOST_SCOPE
@@ -210,10 +213,20 @@ def build(names: tuple[str, ...] | None) -> list[Filter]:
     return [cls() for cls in sorted(classes, key=lambda c: c.cost)]
 
 
-# Filters kept in modules of their own register themselves when imported:
-# the hypervisor's capabilities against the flavor and image (on by default),
-# the operator's opt-in ones (aggregate metadata, load). Imported last so the
-# registry lists the built-in ones first, as ``build`` orders equal costs.
-from billeting.scheduler import capability_filters  # noqa: E402,F401
-from billeting.scheduler import aggregate_filters  # noqa: E402,F401
+def import_filter_modules(package: str = "billeting.scheduler") -> list[str]:
+    """Import every module of ``package`` named ``*_filters`` (name order);
+    their filters register as their classes are defined, so a new module of
+    filters needs no line here. Returns the modules' names."""
+    found = sorted(info.name for info in pkgutil.iter_modules(importlib.import_module(package).__path__)
+                   if info.name.endswith("_filters"))
+    for name in found:
+        importlib.import_module(f"{package}.{name}")
+    return found
+
+
+# Filters kept in modules of their own (the hypervisor's capabilities against
+# the flavor and image, on by default; the operator's opt-in ones, aggregate
+# metadata and load): imported last, so the registry lists this module's
+# filters first, as ``build`` orders equal costs.
+import_filter_modules()
 

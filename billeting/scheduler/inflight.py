@@ -43,8 +43,7 @@ from billeting.apidb import claims_in_flight as records
 from billeting.placement_client import claims
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.scheduler import metrics
-from billeting.scheduler.errors import ConsumerConflict
-from billeting.scheduler.service.errors import ServiceError
+from billeting.scheduler.errors import CLAIMS_RELEASED, ConsumerConflict, SchedulerError
 
 LOG = logging.getLogger(__name__)
 
@@ -54,9 +53,9 @@ DEFAULT_GRACE_S = 60.0
 T = TypeVar("T")
 
 
-class ClaimsReleased(ServiceError):
+class ClaimsReleased(SchedulerError):
     status = 503
-    code = "billeting.claims_released"
+    code = CLAIMS_RELEASED
 
 
 def _now() -> datetime:

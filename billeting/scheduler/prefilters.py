@@ -32,13 +32,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from os_traits import COMPUTE_STATUS_DISABLED as DISABLED_TRAIT
+
 from billeting.scheduler import nova_features
 from billeting.scheduler.catalog import HostCatalog
 from billeting.scheduler.decision import Decision, Exclusion
 from billeting.scheduler.directory import Directory, Domain
 from billeting.scheduler.request import HOST_SCOPE, ScheduleRequest
-
-DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
 
 REGISTRY: dict[str, type["PreFilter"]] = {}
 

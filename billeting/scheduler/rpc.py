@@ -24,11 +24,19 @@ from billeting.messaging.bus import Bus, HandlerError, RemoteError, Server, sent
 from billeting.placement_client.client import PlacementError
 from billeting.scheduler import metrics
 from billeting.scheduler.core import RankedHost
-from billeting.scheduler.errors import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
+from billeting.scheduler.errors import (
+    Conflict,
+    ConsumerConflict,
+    InvalidRequest,
+    NotFound,
+    NoValidHost,
+    PlacementTrouble,
+    SchedulerError,
+    translate,
+)
 from billeting.scheduler.explain import Explanation
 from billeting.scheduler.request import ScheduleRequest
 from billeting.scheduler.selection import Selection
-from billeting.scheduler.service.errors import ServiceError
 
 LOG = logging.getLogger(__name__)
 
@@ -49,7 +57,7 @@ class DryRun(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 
 
 class ErrorInfo(msgspec.Struct, frozen=True):
-    kind: str     # InvalidRequest, PlacementTrouble, ConsumerConflict, NotFound, Conflict, ...
+    kind: str     # the SchedulerError's class: InvalidRequest, PlacementTrouble, NotFound, ...
     status: int   # the HTTP status the same failure gets from the HTTP API
     message: str
     code: str | None = None
@@ -73,17 +81,10 @@ def _typed_failure(work):
                            _encode(ErrorInfo("InvalidRequest", 400, f"malformed request: {exc}"))) from None
     except NoValidHost as exc:
         raise HandlerError(NO_VALID_HOST, exc.explanation.message, _encode(exc.explanation)) from None
-    except SchedulerError as exc:
-        raise _scheduler_failure(exc) from None
-    except ServiceError as exc:
-        raise HandlerError(SCHEDULER_ERROR, exc.detail,
-                           _encode(ErrorInfo(type(exc).__name__, exc.status, exc.detail, exc.code))) from None
-    except PlacementError as exc:  # outside a decision (the catalog, a server group's members)
-        raise _scheduler_failure(PlacementTrouble(f"Placement could not answer: {exc.detail or exc}")) from None
-
-
-def _scheduler_failure(exc: SchedulerError) -> HandlerError:
-    return HandlerError(SCHEDULER_ERROR, exc.message, _encode(ErrorInfo(type(exc).__name__, exc.status, exc.message)))
+    except (SchedulerError, PlacementError) as exc:  # Placement's: outside a decision (the catalog, a group's members)
+        failure = translate(exc)
+        raise HandlerError(SCHEDULER_ERROR, failure.detail, _encode(
+            ErrorInfo(type(failure).__name__, failure.status, failure.detail, failure.code))) from None
 
 
 def serve(bus: Bus, service, *, threads: int = 4) -> Server:
@@ -117,7 +118,11 @@ def serve(bus: Bus, service, *, threads: int = 4) -> Server:
     return server
 
 
-_ERRORS = {"InvalidRequest": InvalidRequest, "ConsumerConflict": ConsumerConflict}
+# The kinds a client raises as their own class (any other: a SchedulerError
+# with the status and code sent). BadRequest and PlacementFailed: the names
+# schedulers before the one error hierarchy sent.
+_ERRORS = {cls.__name__: cls for cls in (InvalidRequest, ConsumerConflict, PlacementTrouble, NotFound, Conflict)}
+_ERRORS |= {"BadRequest": InvalidRequest, "PlacementFailed": PlacementTrouble}
 
 
 def _raise_typed(exc: RemoteError):
@@ -125,12 +130,7 @@ def _raise_typed(exc: RemoteError):
         raise NoValidHost(_decode_explanation(exc.payload)) from None
     if exc.kind == SCHEDULER_ERROR:
         info = _decode_error(exc.payload)
-        if info.kind == "PlacementTrouble":
-            raise PlacementTrouble(info.message) from None
-        cls = _ERRORS.get(info.kind)
-        if cls is not None:
-            raise cls(info.message) from None
-        raise SchedulerError(info.message, status=info.status) from None
+        raise _ERRORS.get(info.kind, SchedulerError)(info.message, status=info.status, code=info.code) from None
     raise exc
 
 

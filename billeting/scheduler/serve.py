@@ -19,8 +19,8 @@ def render_server_error(status: int, code: str, detail: str):
     """Errors the HTTP server answers itself (malformed, too large, too slow),
     in Placement's document like every scheduler API error, always with a
     code: ``billeting.request_too_large``, ``billeting.header_timeout``, ..."""
-    from billeting.placement.api.auth import new_request_id
-    from billeting.placement.api.errors import error_document
+    from billeting.common.http.auth import new_request_id
+    from billeting.common.http.errors import error_document
     from billeting.serving import ErrorBody
 
     request_id = new_request_id()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from billeting.api.json_depth import MAX_JSON_DEPTH
+from billeting.common.http.json_depth import MAX_JSON_DEPTH
 from tests.api.test_reshaper import SERVICE, consumer_entry, move_vcpu_body, reshape, tree  # noqa: F401
 
 ADMIN_MV = "1.39"

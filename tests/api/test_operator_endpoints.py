@@ -13,8 +13,8 @@ from billeting.placement.api.request_metrics import UNMATCHED, RouteLabels
 from billeting.placement.api.routes import load_routes
 from billeting.common.db.engine import make_engine
 from billeting.placement.store.tx import RetriesExhausted, Retry, run_write
-from tests.concurrency.serve import free_port
 from tests.conftest import PlacementClient, new_uuid
+from tests.support.ports import free_port
 
 
 def value(name: str, **labels) -> float:

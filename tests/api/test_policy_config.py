@@ -13,7 +13,8 @@ import pytest
 from billeting.config import load_settings
 from billeting.placement.api.app import make_app
 from billeting.common.http.context import context_from_environ
-from billeting.placement.api.policy import Authorizer, PolicyFileError, describe, scope_is_configurable
+from billeting.common.policy import PolicyFileError, describe, scope_is_configurable
+from billeting.placement.api.policy import Authorizer
 from tests.conftest import PlacementClient
 from tests.test_cli import one_line_error, run_cli
 

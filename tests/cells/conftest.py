@@ -4,9 +4,7 @@ a cell conductor, and a stand-in for the API level that schedules with the
 real scheduler and hands builds to a cell through ``cells.handoff``."""
 from __future__ import annotations
 
-import time
 import uuid as uuidlib
-from collections.abc import Callable
 
 import pytest
 from sqlalchemy import delete
@@ -34,16 +32,6 @@ from tests.conftest import _create_database
 PROJECT = "b5a1c3e2d4f64a1b8c9d0e1f2a3b4c5d"
 USER = "0e1f2a3b4c5d4a1b8c9db5a1c3e2d4f6"
 SMALL = Flavor(vcpus=2, memory_mb=2048, root_gb=20, name="small")
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def wipe_cell(engine) -> None:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import socket
 import threading
+from tests.support.ports import free_port
 
-from tests.concurrency.serve import free_port
 
 
 class SilentServer:

@@ -13,7 +13,8 @@ from billeting.compute.fake import FakeConfig
 from billeting.compute.settings import ComputeSettings
 from billeting.placement_client.model import AllocationWrite, ProviderResources
 
-from tests.cells.conftest import PROJECT, SMALL, USER, wait_for
+from tests.cells.conftest import PROJECT, SMALL, USER
+from tests.support.wait import wait_for
 
 
 def allocate(placement, consumer, rp, resources):

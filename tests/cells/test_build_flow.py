@@ -14,7 +14,8 @@ from billeting.compute.fake import FakeConfig
 from billeting.conductor.reschedule import EXHAUSTED
 from billeting.placement_client.model import AllocationWrite, ProviderResources
 
-from tests.cells.conftest import PROJECT, USER, wait_for
+from tests.cells.conftest import PROJECT, USER
+from tests.support.wait import wait_for
 
 # Sizes chosen so the RAM weigher ranks big > medium > little: the test knows
 # which host is chosen and in which order the alternates come.

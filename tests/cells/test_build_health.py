@@ -17,8 +17,8 @@ from billeting.conductor.cell import ConductorSettings
 from billeting.scheduler import Scheduler
 from billeting.scheduler.settings import SchedulerSettings
 
-from tests.cells.conftest import wait_for
 from tests.cells.test_build_flow import BIG, MEDIUM, settled
+from tests.support.wait import wait_for
 
 
 def traits(deployment, host: str) -> set[str]:

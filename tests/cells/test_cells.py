@@ -16,7 +16,8 @@ from billeting.compute.settings import ComputeSettings
 from billeting.placement_client.model import AllocationWrite, ProviderResources
 from billeting.scheduler.request import Destination
 
-from tests.cells.conftest import PROJECT, USER, wait_for
+from tests.cells.conftest import PROJECT, USER
+from tests.support.wait import wait_for
 
 
 def test_each_cell_builds_and_reschedules_within_itself(deployment):

@@ -12,8 +12,9 @@ from billeting.cells import instances as inst
 from billeting.compute.driver import node_uuid
 from billeting.placement_client.model import AllocationWrite, ProviderResources
 
-from tests.cells.conftest import PROJECT, USER, wait_for
+from tests.cells.conftest import PROJECT, USER
 from tests.conftest import one_line
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 

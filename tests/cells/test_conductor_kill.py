@@ -32,9 +32,10 @@ from billeting.scheduler.catalog import PlacementHostCatalog
 from billeting.scheduler.directory import MemoryDirectory
 from billeting.scheduler.nova import request_from_nova
 
-from tests.cells.conftest import PROJECT, SMALL, USER, wait_for
+from tests.cells.conftest import PROJECT, SMALL, USER
 from tests.cells.test_processes import Proc
 from tests.concurrency.serve import running_server
+from tests.support.wait import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("restore_logging")]
 

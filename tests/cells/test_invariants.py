@@ -14,7 +14,8 @@ from billeting.compute.fake import FakeConfig
 from billeting.scheduler import NoValidHost
 from billeting.scheduler.nova import Flavor
 
-from tests.cells.conftest import PROJECT, USER, wait_for
+from tests.cells.conftest import PROJECT, USER
+from tests.support.wait import wait_for
 
 FLAVORS = [Flavor(vcpus=v, memory_mb=m, root_gb=d) for v, m, d in ((1, 512, 5), (2, 2048, 20), (4, 8192, 40))]
 

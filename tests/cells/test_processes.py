@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import socket
 import urllib.request
 import uuid as uuidlib
 from pathlib import Path
@@ -30,8 +29,11 @@ from billeting.scheduler.catalog import PlacementHostCatalog
 from billeting.scheduler.directory import MemoryDirectory
 from billeting.scheduler.nova import request_from_nova
 
-from tests.cells.conftest import PROJECT, SMALL, USER, wait_for
+from tests.cells.conftest import PROJECT, SMALL, USER
 from tests.concurrency.serve import clean_environ, running_server
+from tests.support.wait import wait_for
+from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("restore_logging")]
 
@@ -65,26 +67,13 @@ class Proc:
     def stop(self, sig: int = signal.SIGTERM) -> int | None:
         if self.process is None:
             return None
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-        try:
-            return self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"{self.name} ignored signal {sig}:\n{self.output()}") from None
+        return stop_process(self.process, sig, what=self.name, output=self.output)
 
     def close(self) -> None:
         try:
             self.stop()
         finally:
             self.log.unlink(missing_ok=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("recovery", ["compute-restarts", "compute-stays-down"])
@@ -105,7 +94,7 @@ def test_a_compute_killed_mid_build_leaves_a_truthful_instance_and_no_leak(engin
             others = Proc("others", "compute", "--host", "medium", "--memory-mb", "32768", "--host", "little",
                           "--memory-mb", "32768", "--vcpus", "16", "--disk-gb", "500", "--report-interval", "0.5",
                           *common).start()
-            metrics_port = _free_port()
+            metrics_port = free_port()
             conductor = Proc("conductor", "conductor", "--sweep-interval", "0.5", "--service-down-time", down_after,
                              "--metrics-port", str(metrics_port), *common).start()
             procs.extend((big, others, conductor))

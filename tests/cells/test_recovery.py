@@ -20,7 +20,8 @@ from billeting.compute.fake import FakeConfig
 from billeting.conductor.cell import ConductorSettings
 from billeting.placement_client import claims
 
-from tests.cells.conftest import PROJECT, SMALL, USER, wait_for
+from tests.cells.conftest import PROJECT, SMALL, USER
+from tests.support.wait import wait_for
 
 BIG = dict(vcpus=16, memory_mb=65536, disk_gb=500)
 MEDIUM = dict(vcpus=16, memory_mb=32768, disk_gb=500)

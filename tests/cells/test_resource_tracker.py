@@ -20,7 +20,8 @@ from billeting.compute.traits import DISABLED
 from billeting.placement_client.model import AllocationWrite, Inventory, ProviderResources
 from billeting.scheduler.nova import Flavor
 
-from tests.cells.conftest import PROJECT, USER, wait_for
+from tests.cells.conftest import PROJECT, USER
+from tests.support.wait import wait_for
 
 
 def inventories(placement, rp):

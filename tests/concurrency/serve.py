@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.client
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,15 +23,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import orjson
+from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def clean_environ(**extra: str) -> dict[str, str]:
@@ -109,15 +104,8 @@ def wait_until_up(server: RunningServer, timeout: float = START_TIMEOUT_S) -> No
 
 
 def stop(server: RunningServer, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> int:
-    """Signal the server (by its pid) and wait for it; returns its exit status."""
-    if server.process.poll() is None:
-        server.process.send_signal(sig)
-    try:
-        return server.process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
-        raise AssertionError(f"billeting serve ignored signal {sig} for {timeout}s:\n{server.log()}")
+    """Signal the server and wait for it; returns its exit status."""
+    return stop_process(server.process, sig, timeout=timeout, what="billeting serve", output=server.log)
 
 
 @contextmanager

@@ -7,7 +7,6 @@ import http.client
 import os
 import re
 import signal
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -15,6 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.concurrency.serve import Http, running_server, stop
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -36,16 +36,6 @@ def scrape(url: str) -> dict[tuple[str, tuple], float]:
 def workers_of(master_pid: int) -> set[int]:
     children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
     return {int(pid) for pid in children}
-
-
-def wait_for(predicate, what: str, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 LISTED = ("billeting_placement_http_requests_total",

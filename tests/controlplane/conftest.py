@@ -21,7 +21,6 @@ from tests.cells.conftest import (  # noqa: F401 - the cell fixtures, reused
     cell_database_factory,
     deployment,
     placement,
-    wait_for,
 )
 from tests.conftest import _create_database
 

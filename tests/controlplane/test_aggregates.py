@@ -1,8 +1,8 @@
 """``/os-aggregates``: Nova's host aggregates, their hosts in Placement, and
 what the scheduler makes of them (zones)."""
 from __future__ import annotations
+from tests.support.wait import wait_for
 
-from tests.controlplane.conftest import wait_for
 
 OLD = {"OpenStack-API-Version": "compute 2.40"}
 

@@ -8,8 +8,8 @@ from billeting.compute.driver import node_uuid
 from billeting.compute.fake import FakeConfig
 from billeting.compute.settings import ComputeSettings
 from billeting.compute.traits import DISABLED
+from tests.support.wait import wait_for
 
-from tests.cells.conftest import wait_for
 
 
 def test_os_services_shows_the_self_disable_and_an_enable_undoes_it(deployment, plane_factory):

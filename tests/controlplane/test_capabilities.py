@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from billeting.apidb import images
 from billeting.compute.fake import FakeConfig
-from tests.controlplane.conftest import wait_for
+from tests.support.wait import wait_for
 
 KVM = dict(vcpus=16, disk_gb=500, hypervisor_type="QEMU", hypervisor_version=8002000,
            supported_instances=(("x86_64", "kvm", "hvm"),))

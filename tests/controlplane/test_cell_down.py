@@ -17,9 +17,9 @@ from billeting.apidb.cell_directory import CellCatalog
 from billeting.cells.health import HealthSettings
 from billeting.cells.health_metrics import CELLS_SKIPPED
 from billeting.conductor.move_protocols import CellHandle
-from tests.cells.conftest import wait_for
 from tests.cells.silent_server import SilentServer
-from tests.concurrency.serve import free_port
+from tests.support.wait import wait_for
+from tests.support.ports import free_port
 
 V69 = {"OpenStack-API-Version": "compute 2.69"}
 V68 = {"OpenStack-API-Version": "compute 2.68"}

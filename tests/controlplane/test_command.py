@@ -14,6 +14,7 @@ from billeting import cli
 from billeting.apidb import cell_mappings
 from billeting.apidb.engine import make_engine
 from tests.conftest import one_line
+from tests.support.ports import free_port
 
 
 @pytest.fixture
@@ -99,8 +100,6 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     (["compute", "--host", "h1", "--cell-db", "CELL", "--auto-upgrade"], "127.0.0.1:8778"),
 ])
 def test_a_placement_url_that_is_no_http_url_is_a_usage_error_before_anything_starts(tmp_path, command, url):
-    from tests.concurrency.serve import free_port
-
     given = {"API": f"sqlite:///{tmp_path / 'api.sqlite'}", "CELL": f"sqlite:///{tmp_path / 'cell1.sqlite'}",
              "PORT": str(free_port())}
     done = _run(*[given.get(a, a) for a in command], "--placement-url", url)
@@ -111,8 +110,6 @@ def test_a_placement_url_that_is_no_http_url_is_a_usage_error_before_anything_st
 
 
 def test_compute_api_serve_exits_when_placement_does_not_answer(tmp_path):
-    from tests.concurrency.serve import free_port
-
     # README: the services check Placement at start-up and exit without it.
     done = _run("compute-api", "serve", "--db", f"sqlite:///{tmp_path / 'api.sqlite'}", "--port", str(free_port()),
                 "--placement-url", "http://127.0.0.1:9")

@@ -6,7 +6,7 @@ import uuid as uuidlib
 
 from billeting.apidb import build_requests, cell_mappings, instance_mappings
 from billeting.cells import instances as inst
-from tests.controlplane.conftest import wait_for
+from tests.support.wait import wait_for
 
 
 def test_a_server_is_built_in_its_cell_and_deleted(plane_factory):

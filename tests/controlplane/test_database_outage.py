@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, text
 from billeting.api.compute import errors
 from billeting.commands.pools import pool_limits
 from billeting.common.db.engine import PoolLimits, configure_pools, make_engine
-from tests.concurrency.serve import free_port
+from tests.support.ports import free_port
 
 
 class _Query:

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import select
 
 from billeting.apidb import tables as at
-from tests.controlplane.conftest import wait_for
+from tests.support.wait import wait_for
 
 MEMBER = {"X-Auth-Token": "mia:p1", "X-Roles": "member"}
 OTHER = {"X-Auth-Token": "otto:p2", "X-Roles": "member"}

@@ -2,8 +2,8 @@
 cells (a move stays in its cell, so a group packed into one cell could not
 move), and a move the cell restriction defeats says so."""
 from __future__ import annotations
+from tests.support.wait import wait_for
 
-from tests.controlplane.conftest import wait_for
 
 
 def _setup(plane_factory):

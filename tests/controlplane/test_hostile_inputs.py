@@ -9,6 +9,7 @@ import urllib.parse
 
 import orjson
 import pytest
+from tests.support.wait import wait_for
 
 NUL = "a\u0000b"
 BIG = 2**31
@@ -253,7 +254,6 @@ def test_an_identity_with_edge_spaces_is_not_one(plane, token):
 def test_server_uuids_in_hints_count_in_any_form_nova_takes(plane_factory):
     """A client may write a uuid upper case or without dashes; the hint must
     still name that server (it was matched as written, so it named none)."""
-    from tests.controlplane.conftest import wait_for
 
     p = plane_factory(computes=2)
     p.flavor()

@@ -7,8 +7,8 @@ import msgspec
 import pytest
 
 from billeting.apidb import images
-from tests.controlplane.conftest import wait_for
 from tests.controlplane.test_server_actions import SMALL, Moves, _conforms
+from tests.support.wait import wait_for
 
 ACTION = "/v2.1/servers/{server_id}/action"
 

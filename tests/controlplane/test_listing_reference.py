@@ -34,6 +34,7 @@ from billeting.cells.messages import RequestSummary
 from billeting.conductor.move_protocols import CellHandle
 from billeting.common.db.tx import run_write
 from billeting.scheduler.nova import Flavor, Image
+from tests.support.wait import wait_for
 
 CELLS = ("cell1", "cell2")
 PROJECTS = ("admin", "p1", "p2")
@@ -337,7 +338,6 @@ def test_a_cell_that_is_down_is_paged_after_the_others(listing_plane, api_engine
     left out and a marker among them is a 400."""
     from billeting.api.compute import partial
     from billeting.cells.health import HealthSettings
-    from tests.cells.conftest import wait_for
     from tests.controlplane.test_cell_down import cut
 
     client, engines, catalog = listing_plane

@@ -13,7 +13,7 @@ import pytest
 from billeting.api.compute import policy
 from billeting.api.compute.app import make_app
 from billeting.common.policy import PolicyFileError
-from tests.controlplane.conftest import wait_for
+from tests.support.wait import wait_for
 
 PROJECT = "p1"
 PERSONAS = {

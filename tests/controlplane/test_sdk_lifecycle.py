@@ -7,8 +7,8 @@ import signal
 import pytest
 import requests
 
-from tests.cells.conftest import wait_for
 from tests.controlplane.test_up import up  # noqa: F401 - the fixture
+from tests.support.wait import wait_for
 
 
 def _held(url: str, server_id: str) -> dict:

@@ -16,8 +16,9 @@ from billeting.compute.fake import FakeConfig
 from billeting.compute.manager import ComputeManager
 from billeting.compute.service import ComputeService
 from billeting.compute.settings import ComputeSettings
-from tests.controlplane.conftest import ADMIN, wait_for
+from tests.controlplane.conftest import ADMIN
 from tests.moves.conftest import GatedDriver
+from tests.support.wait import wait_for
 
 SIZES = {"host1": 65536, "host2": 32768, "host3": 16384}  # the RAM weigher ranks host1 > host2 > host3
 SMALL = {"VCPU": 2, "MEMORY_MB": 2048, "DISK_GB": 20}

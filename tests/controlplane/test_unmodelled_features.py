@@ -4,8 +4,8 @@ at create and at resize, rather than placed as if it had not asked."""
 from __future__ import annotations
 
 import pytest
+from tests.support.wait import wait_for
 
-from tests.controlplane.conftest import wait_for
 
 
 @pytest.fixture

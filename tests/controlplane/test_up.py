@@ -10,8 +10,8 @@ import sys
 import requests
 import pytest
 
-from tests.cells.conftest import wait_for
 from tests.serving.refusals import cases, send
+from tests.support.wait import wait_for
 
 
 def _free_base() -> int:

@@ -28,7 +28,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from tests.concurrency.serve import clean_environ, free_port
+from tests.concurrency.serve import clean_environ
+from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 # Connections per engine (kept, extra under load). Every process opens one
 # engine per database it uses; the API-side ones (schedulers, super
@@ -97,14 +99,8 @@ class Proc:
         self.process.wait(timeout=20)
 
     def stop(self) -> None:
-        if not self.alive():
-            return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.alive():
+            stop_process(self.process, must_obey=False)
 
 
 def http_json(base: str, method: str, path: str, body: object = None, *, headers: dict | None = None,

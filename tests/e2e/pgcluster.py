@@ -10,8 +10,8 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from tests.support.ports import free_port
 
-from tests.concurrency.serve import free_port
 
 
 def _bin_dir() -> Path | None:

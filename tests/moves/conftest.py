@@ -27,8 +27,8 @@ from tests.cells.conftest import (  # noqa: F401 - fixtures
     Deployment,
     cell_database_factory,
     placement,
-    wait_for,
 )
+from tests.support.wait import wait_for
 
 SMALL = Flavor(vcpus=2, memory_mb=2048, root_gb=20, name="small")
 LARGE = Flavor(vcpus=4, memory_mb=4096, root_gb=40, name="large")

@@ -11,7 +11,8 @@ from billeting.cells import instances as inst
 from billeting.cells.instances import TaskState, VmState
 from billeting.conductor.move_protocols import MoveKind, MoveRefused
 
-from tests.moves.conftest import SMALL, wait_for
+from tests.moves.conftest import SMALL
+from tests.support.wait import wait_for
 
 
 def test_live_migration_moves_the_allocation_and_drops_the_source(three):

@@ -10,7 +10,8 @@ from billeting.cells.instances import TaskState, VmState
 from billeting.conductor.move_protocols import MoveKind, MoveRefused
 from billeting.scheduler.nova import Flavor
 
-from tests.moves.conftest import LARGE, SMALL, wait_for
+from tests.moves.conftest import LARGE, SMALL
+from tests.support.wait import wait_for
 
 
 def test_cold_migrate_holds_the_source_under_the_migration_until_confirmed(three):

@@ -11,7 +11,7 @@ import pytest
 
 from billeting.placement import candidates as engine
 from billeting.placement.api import allocation_candidates as ac_api
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.placement.store.tx import run_read
 from billeting.placement_client import query as query_mod
 from billeting.placement_client.client import version_str

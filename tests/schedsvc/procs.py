@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.concurrency.serve import RunningServer, clean_environ, free_port, stop, wait_until_up
+from tests.concurrency.serve import RunningServer, clean_environ, stop, wait_until_up
+from tests.support.ports import free_port
 
 
 @contextmanager

@@ -11,9 +11,10 @@ from sqlalchemy import inspect
 
 from billeting.apidb import migrate, tables
 from billeting.apidb.directory import SqlDirectory
-from billeting.apidb.host_reports import HostReportLoader, ReportFields
+from billeting.apidb.host_reports import HostReportLoader
 from billeting.placement.store import migrate as placement_migrate
 from billeting.common.db.engine import make_engine
+from billeting.scheduler.catalog import HostReport
 from billeting.scheduler.service import hosts, metadata, topology
 from tests.conftest import _create_database
 
@@ -107,8 +108,8 @@ def test_metadata_reaches_the_directory(service, apidb):
 
 def test_host_reports_age_into_down(service, fleet, apidb):
     fleet.add("h1")
-    hosts.put(service, "h1", ReportFields(enabled=True, num_instances=3), heartbeat=True)
-    hosts.put(service, "h2", ReportFields(up=False), heartbeat=False)
+    hosts.put(service, "h1", HostReport(enabled=True, num_instances=3), heartbeat=True)
+    hosts.put(service, "h2", HostReport(up=False), heartbeat=False)
     fresh = HostReportLoader(apidb, down_after_s=60)()
     assert fresh["h1"].up is True and fresh["h1"].num_instances == 3 and fresh["h2"].up is False
     later = HostReportLoader(apidb, down_after_s=60,

@@ -10,6 +10,7 @@ import pytest
 from billeting.cli import main
 from billeting.config import SettingsError
 from billeting.scheduler.service import config as config_mod
+from tests.support.ports import free_port
 
 
 class _Quiet(WSGIRequestHandler):
@@ -97,8 +98,6 @@ def test_db_status_creates_nothing(tmp_path, monkeypatch, capsys):
 
 
 def test_serve_refuses_bad_set_ups_in_one_line(tmp_path, capsys):
-    from tests.concurrency.serve import free_port
-
     db = f"sqlite:///{tmp_path / 'api.sqlite'}"
     port = ["--port", str(free_port())]
     assert main(["scheduler", "serve", "--db", db, *port, "--policy-file", str(tmp_path / "none")]) == 1

@@ -22,7 +22,7 @@ from billeting.serving.in_thread import ThreadedServer
 from billeting.serving.options import ServeOptions
 from tests.conftest import PlacementClient as WsgiClient
 from tests.schedsvc.conftest import new_uuid, simple_request
-from tests.serving.rawhttp import wait_for
+from tests.support.wait import wait_for
 
 GRACE_S = 30.0
 
@@ -219,10 +219,10 @@ def test_claims_whose_answer_the_client_left_before_are_released(engine, setting
             sock.sendall(b"POST /selections HTTP/1.1\r\nHost: x\r\nX-Auth-Token: admin\r\n"
                          b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             assert client.waiting.wait(10)
-        wait_for(lambda: not server.connections, 10, message="the server saw the client leave")
+        wait_for(lambda: not server.connections, "the server saw the client leave", timeout=10)
         client.go.set()
         assert client.claimed.wait(10)
-        wait_for(lambda: client.get_allocations(instance).allocations == {}, 10, message="the claim released")
+        wait_for(lambda: client.get_allocations(instance).allocations == {}, "the claim released", timeout=10)
         assert _records(apidb) == {}
     finally:
         client.go.set()

@@ -16,12 +16,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from billeting.scheduler.api.app import make_app
 from billeting.scheduler.service.runtime import SchedulerService
 from billeting.scheduler.settings import SchedulerSettings
-from tests.concurrency.test_metrics_multiprocess import wait_for, workers_of
+from tests.concurrency.test_metrics_multiprocess import workers_of
 from tests.conftest import PlacementClient as WsgiClient
 from tests.scheduler.fleet import Fleet as RankedFleet
 from tests.scheduler.test_select import LosingFirstClaims
 from tests.schedsvc.conftest import simple_request
 from tests.schedsvc.procs import running_scheduler
+from tests.support.wait import wait_for
 
 REQUESTS = 12
 PLACED = ("billeting_scheduler_instances_placed_total", ())

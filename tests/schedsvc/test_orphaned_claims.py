@@ -41,7 +41,8 @@ from tests.concurrency.serve import clean_environ
 from tests.conftest import _create_database
 from tests.schedsvc.conftest import Fleet, simple_request
 from tests.schedsvc.procs import running_scheduler
-from tests.serving.rawhttp import child_pids, wait_for
+from tests.serving.rawhttp import child_pids
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -117,8 +118,8 @@ def _stop_mid_request(pid: int, wanted) -> None:
     deadline = time.monotonic() + 5
     while True:
         os.kill(pid, signal.SIGSTOP)
-        wait_for(lambda: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T", 5,
-                 interval=0.001, message="the worker stopped")
+        wait_for(lambda: Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T",
+                 "the worker stopped", timeout=5, interval=0.001)
         time.sleep(0.05)
         if wanted() or time.monotonic() > deadline:
             return
@@ -153,7 +154,7 @@ def test_claims_of_requests_a_killed_worker_never_answered_are_swept(tmp_path_fa
             orphaned: set[str] = set()  # claims of requests the kills left unanswered
             try:
                 workers = wait_for(lambda: (lambda now: len(now) == WORKERS and now)(
-                    child_pids(sched.process.pid)), 20, message="the workers")
+                    child_pids(sched.process.pid)), "the workers", timeout=20)
                 for _ in range(KILLS):
                     time.sleep(0.3)
                     victim = random.choice(sorted(workers))
@@ -163,7 +164,7 @@ def test_claims_of_requests_a_killed_worker_never_answered_are_swept(tmp_path_fa
                     killed.append(victim)
                     orphaned |= _holding(engine) & set(at_kill)
                     workers = wait_for(lambda: (lambda now: len(now) == WORKERS and victim not in now and now)(
-                        child_pids(sched.process.pid)), 20, message="a replacement worker")
+                        child_pids(sched.process.pid)), "a replacement worker", timeout=20)
                 time.sleep(0.5)  # the replacements answer too
             finally:
                 stop.set()
@@ -172,7 +173,7 @@ def test_claims_of_requests_a_killed_worker_never_answered_are_swept(tmp_path_fa
             answered = set().union(*(c.answered for c in callers))
             unanswered = set().union(*(c.unanswered for c in callers))
             # The live workers sweep what the killed ones left, a grace period after their last renewal.
-            wait_for(lambda: _in_flight(engine) == 0, 20, interval=0.2, message="no claims in flight")
+            wait_for(lambda: _in_flight(engine) == 0, "no claims in flight", timeout=20, interval=0.2)
             holding = _holding(engine)
             print(f"\n{len(answered)} instances answered 201, {len(unanswered)} not; {len(orphaned)} claimed by "
                   f"requests the kills left unanswered, {len(holding & unanswered)} of them held after the sweep")

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from billeting.scheduler.service import errors, topology
+from billeting.scheduler import errors
+from billeting.scheduler.service import topology
 
 
 @pytest.fixture
@@ -62,11 +63,11 @@ def test_remove_empties_the_aggregate_and_refuses_a_held_domain(service, six_hos
 
 @pytest.mark.parametrize("call, kind, text", [
     (lambda s: topology.define(s, "shelf", "x", hosts=["h1"]), errors.NotFound, "unknown topology level"),
-    (lambda s: topology.define(s, "rack", "x", hosts=["nope"]), errors.BadRequest, "unknown host nope"),
-    (lambda s: topology.define(s, "row", "x", hosts=["h1"]), errors.BadRequest, "defined from members"),
-    (lambda s: topology.define(s, "rack", "x", members=["r1"]), errors.BadRequest, "narrowest level"),
-    (lambda s: topology.define(s, "row", "x", members=["nope"]), errors.BadRequest, "no rack named"),
-    (lambda s: topology.define(s, "rack", "bad name", hosts=["h1"]), errors.BadRequest, "invalid rack name"),
+    (lambda s: topology.define(s, "rack", "x", hosts=["nope"]), errors.InvalidRequest, "unknown host nope"),
+    (lambda s: topology.define(s, "row", "x", hosts=["h1"]), errors.InvalidRequest, "defined from members"),
+    (lambda s: topology.define(s, "rack", "x", members=["r1"]), errors.InvalidRequest, "narrowest level"),
+    (lambda s: topology.define(s, "row", "x", members=["nope"]), errors.InvalidRequest, "no rack named"),
+    (lambda s: topology.define(s, "rack", "bad name", hosts=["h1"]), errors.InvalidRequest, "invalid rack name"),
 ])
 def test_bad_definitions_are_refused_with_a_reason(service, six_hosts, call, kind, text):
     with pytest.raises(kind, match=text):
@@ -81,7 +82,7 @@ def test_clashes(service, six_hosts):
         topology.define(service, "rack", "r3", hosts=["h1"])
     with pytest.raises(errors.Conflict, match="taken by the rack r1"):
         topology.define(service, "row", "r1", members=["r2"])
-    with pytest.raises(errors.BadRequest, match="w1 is a row, not a rack"):
+    with pytest.raises(errors.InvalidRequest, match="w1 is a row, not a rack"):
         topology.define(service, "row", "w2", members=["w1"])
     with pytest.raises(errors.Conflict, match="already in the row w1"):
         topology.define(service, "row", "w2", members=["r1"])

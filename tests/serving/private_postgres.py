@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from tests.support.ports import free_port
 
-from tests.concurrency.serve import free_port
 
 
 def postgres_bindir() -> str | None:

@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,8 @@ from pathlib import Path
 
 import orjson
 
-from tests.concurrency.serve import RunningServer, clean_environ, free_port, stop, wait_until_up
+from tests.concurrency.serve import RunningServer, clean_environ, stop, wait_until_up
+from tests.support.ports import free_port
 
 
 @dataclass(slots=True)
@@ -105,16 +105,6 @@ def child_pids(pid: int) -> set[int]:
         text = (task / "children").read_text().split()
         children.update(int(x) for x in text)
     return children
-
-
-def wait_for(predicate, timeout: float, interval: float = 0.05, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"{message} not met within {timeout}s")
 
 
 @contextmanager

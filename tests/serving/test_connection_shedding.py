@@ -18,7 +18,8 @@ from collections import Counter
 import pytest
 
 from billeting.serving.balance import STALE_S
-from tests.serving.rawhttp import child_pids, port_of, toy_server, wait_for
+from tests.serving.rawhttp import child_pids, port_of, toy_server
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +39,7 @@ def test_connections_made_while_a_sibling_was_away_spread_once_it_is_back(tmp_pa
     with toy_server("--workers", "2", "--keepalive-timeout", "60", gate_dir=str(tmp_path)) as server:
         port = port_of(server)
         workers = wait_for(lambda: len(child_pids(server.process.pid)) == 2 and child_pids(server.process.pid),
-                           20, message="two workers")
+                           "two workers", timeout=20)
         away = min(workers)
         (serving,) = workers - {away}
         conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=15) for _ in range(CLIENTS)]

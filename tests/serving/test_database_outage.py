@@ -13,7 +13,8 @@ import pytest
 
 from tests.concurrency.serve import Http, running_server
 from tests.serving.private_postgres import private_cluster
-from tests.serving.rawhttp import child_pids, wait_for
+from tests.serving.rawhttp import child_pids
+from tests.support.wait import wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -40,7 +41,7 @@ def test_a_database_restart_gives_503s_then_recovers_without_a_server_restart():
         # The arbiter forks its workers one after the other: the first may
         # answer before the second exists, so wait for both.
         workers = wait_for(lambda: (lambda now: len(now) == 2 and now)(child_pids(server.process.pid)),
-                           timeout=30, message="both workers running")
+                           "both workers running", timeout=30)
 
         cluster.stop()
         for method, path, body in (("GET", "/resource_providers", None),

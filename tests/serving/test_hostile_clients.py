@@ -16,8 +16,16 @@ import time
 import pytest
 
 from tests.concurrency.serve import stop
-from tests.serving.rawhttp import (child_pids, closed_by_peer, connect, exchange, port_of, read_answer,
-                                   toy_server, wait_for)
+from tests.serving.rawhttp import (
+    child_pids,
+    closed_by_peer,
+    connect,
+    exchange,
+    port_of,
+    read_answer,
+    toy_server,
+)
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -121,7 +129,7 @@ def test_stop_answers_requests_in_flight_and_drops_stalled_clients(tmp_path, sig
         stalled = _stall(port, 0)
         results: list = []
         thread = _request_in_thread(port, "/wait?name=inflight", results)
-        wait_for(lambda: os.path.exists(os.path.join(gates, "inflight.started")), 10, message="request started")
+        wait_for(lambda: os.path.exists(os.path.join(gates, "inflight.started")), "request started", timeout=10)
         signal_at = time.monotonic()
         server.process.send_signal(sig)
         # The stalled client is answered 503 at once; the in-flight request
@@ -156,11 +164,11 @@ def test_a_killed_worker_is_replaced(tmp_path):
     with toy_server("--workers", "2", gate_dir=str(tmp_path)) as server:
         port = port_of(server)
         workers = wait_for(lambda: len(child_pids(server.process.pid)) == 2 and child_pids(server.process.pid),
-                           20, message="two workers")
+                           "two workers", timeout=20)
         victim = min(workers)
         os.kill(victim, signal.SIGKILL)
         replaced = wait_for(lambda: (lambda now: len(now) == 2 and victim not in now and now)(
-            child_pids(server.process.pid)), 20, message="a replacement worker")
+            child_pids(server.process.pid)), "a replacement worker", timeout=20)
         assert len(replaced - workers) == 1
         for i in range(10):
             assert exchange(port, f"GET /again/{i} HTTP/1.1\r\nHost: t\r\n\r\n".encode()).status == 200

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.concurrency.serve import RunningServer, clean_environ, free_port, wait_until_up
+from tests.concurrency.serve import RunningServer, clean_environ, wait_until_up
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,8 @@ import orjson
 import pytest
 
 from tests.concurrency.serve import Http, running_server
-from tests.serving.rawhttp import child_pids, wait_for
+from tests.serving.rawhttp import child_pids
+from tests.support.wait import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -154,14 +155,14 @@ def test_a_worker_killed_mid_write_is_replaced_and_leaves_no_half_change(db_url,
         killed = []
         try:
             workers = wait_for(lambda: (lambda now: len(now) == 2 and now)(child_pids(server.process.pid)),
-                               20, message="two workers")
+                               "two workers", timeout=20)
             for _ in range(KILLS):
                 time.sleep(random.uniform(0.5, 1.0))
                 victim = random.choice(sorted(workers))
                 os.kill(victim, signal.SIGKILL)
                 killed.append(victim)
                 workers = wait_for(lambda: (lambda now: len(now) == 2 and victim not in now and now)(
-                    child_pids(server.process.pid)), 20, message="a replacement worker")
+                    child_pids(server.process.pid)), "a replacement worker", timeout=20)
             time.sleep(0.5)  # the replacements serve writes too
         finally:
             stop.set()

@@ -11,22 +11,17 @@ import http.client
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from tests.support.ports import free_port
+from tests.support.processes import stop_process
 
 HOST = "127.0.0.1"
 ADMIN_TOKEN = "admin"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
 
 
 def _serve_command() -> list[str]:
@@ -100,12 +95,7 @@ class PlacementServer:
         if proc is not None and proc.poll() is None:
             # SIGINT is gunicorn's quick shutdown; the group kill is the backstop
             # for workers that outlive their master.
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop_process(proc, signal.SIGINT, timeout=15, must_obey=False)
         if proc is not None:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)

@@ -16,6 +16,7 @@ from billeting import cli
 from billeting.placement.tools import fleet as fleets
 from tests.conftest import new_uuid
 from tests.tools.servers import serving
+from tests.support.ports import free_port
 
 AGG = "a1f5c0de-0000-4000-8000-0000000000e1"
 
@@ -228,8 +229,6 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys, content, message):
 
 
 def test_an_unreachable_service_is_a_one_line_error(capsys):
-    from tests.concurrency.serve import free_port
-
     url = f"http://127.0.0.1:{free_port()}"
     assert cli.main(["placement", "export", "--url", url, "--token", "admin"]) == 1
     err = capsys.readouterr().err.strip()

@@ -13,7 +13,8 @@ import uuid
 
 import pytest
 
-from billeting.placement.api import fastcheck, util
+from billeting.common.http import fastcheck
+from billeting.common.http import util
 from billeting.placement.api.schemas import aggregates, allocations, inventories, reshaper
 from billeting.placement.api.schemas import resource_classes, resource_providers, traits
 

@@ -77,17 +77,40 @@ def import_graph(root: Path = ROOT) -> dict[str, dict[str, tuple[str, list[int]]
         tree = ast.parse(path.read_text(), filename=str(path))
         shown = str(path.relative_to(root.parent))
         for node in _module_level_imports(tree):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                base = _base(module, path.name == "__init__.py", node)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
-            for target in targets:
-                while target and target not in modules:  # outside the package, or a name in a module
-                    target = target.rpartition(".")[0]
-                if target:
-                    graph[module].setdefault(target, (shown, []))[1].append(node.lineno)
+            for target in _targets(module, path, node, modules):
+                graph[module].setdefault(target, (shown, []))[1].append(node.lineno)
     return graph
+
+
+def _targets(module: str, path: Path, node: ast.Import | ast.ImportFrom, modules) -> list[str]:
+    """The package's modules one import statement names."""
+    if isinstance(node, ast.Import):
+        targets = [alias.name for alias in node.names]
+    else:
+        base = _base(module, path.name == "__init__.py", node)
+        targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+    found = []
+    for target in targets:
+        while target and target not in modules:  # outside the package, or a name in a module
+            target = target.rpartition(".")[0]
+        if target:
+            found.append(target)
+    return found
+
+
+@functools.cache
+def every_import(root: Path = ROOT) -> dict[str, dict[str, tuple[str, list[int]]]]:
+    """As ``import_graph``, but with every import statement, those inside
+    functions and ``TYPE_CHECKING`` blocks too: what a module may reach at all."""
+    modules = _module_names(root)
+    found: dict[str, dict[str, tuple[str, list[int]]]] = {m: {} for m in modules}
+    for module, path in modules.items():
+        shown = str(path.relative_to(root.parent))
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(module, path, node, modules):
+                    found[module].setdefault(target, (shown, []))[1].append(node.lineno)
+    return found
 
 
 def strongly_connected(graph) -> list[list[str]]:
@@ -174,7 +197,7 @@ def test_the_graph_sees_billeting():
     assert len(graph) > 200
     assert "billeting.config" in graph["billeting.commands.placement"]
     assert "billeting.commands.common" in graph["billeting.cli"]
-    assert "billeting.scheduler.capability_filters" in graph["billeting.scheduler.filters"]
+    assert "billeting.scheduler.claiming" in graph["billeting.scheduler.core"]  # from pkg import submodule
 
 
 def test_which_imports_count(tmp_path):
@@ -243,3 +266,45 @@ def test_only_placement_counts_its_transactions():
               if not module.startswith(("billeting.placement.", "billeting.placement_client.", "billeting.commands.placement"))
               for target, (shown, lines) in edges.items() if target == "billeting.placement.store.tx"]
     assert not strays, strays
+
+
+# Who may use Placement's HTTP layer from outside Placement, and why: the
+# commands that serve Placement's application, and the in-process client that
+# runs its handlers without a socket. Everyone else takes the shared HTTP
+# plumbing (error document, request helpers, auth layers, Authorizer) from
+# billeting.common.http.
+_PLACEMENT_HTTP_USERS = {
+    "billeting.commands.placement": "billeting serve builds Placement's application",
+    "billeting.commands.up": "the all-in-one mounts Placement's application",
+    "billeting.placement_client.inprocess": "runs Placement's handlers in this process",
+}
+
+
+def _placement_http_imports():
+    return {module: sorted(f"{target}  ({shown}:{', '.join(map(str, lines))})"
+                           for target, (shown, lines) in edges.items()
+                           if target == "billeting.placement.api" or target.startswith("billeting.placement.api."))
+            for module, edges in every_import().items()
+            if module != "billeting.placement" and not module.startswith("billeting.placement.")}
+
+
+def test_only_placement_uses_placement_http_layer():
+    strays = {module: found for module, found in _placement_http_imports().items()
+              if found and module not in _PLACEMENT_HTTP_USERS}
+    assert not strays, ("modules outside billeting.placement import Placement's HTTP layer "
+                        "(use billeting.common.http): " + repr(strays))
+
+
+def test_the_placement_http_exceptions_are_still_needed():
+    # An entry nobody needs any more would let a new stray in unnoticed.
+    found = _placement_http_imports()
+    assert all(found[module] for module in _PLACEMENT_HTTP_USERS), {m: found[m] for m in _PLACEMENT_HTTP_USERS}
+
+
+def test_every_import_sees_function_local_imports(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/a.py").write_text("def f():\n    from pkg import b\n")
+    (tmp_path / "pkg/b.py").write_text("")
+    assert every_import(tmp_path / "pkg")["pkg.a"] == {"pkg.b": ("pkg/a.py", [2])}
+    assert import_graph(tmp_path / "pkg")["pkg.a"] == {}

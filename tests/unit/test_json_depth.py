@@ -1,10 +1,10 @@
-"""The depth limit every API applies to JSON bodies (billeting.api.json_depth)."""
+"""The depth limit every API applies to JSON bodies (billeting.common.http.json_depth)."""
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from billeting.api.json_depth import MAX_JSON_DEPTH, too_deep
+from billeting.common.http.json_depth import MAX_JSON_DEPTH, too_deep
 
 
 def _check(raw: bytes) -> bool:

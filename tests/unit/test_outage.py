@@ -10,8 +10,8 @@ from billeting.config import Settings
 from billeting.placement.api.app import make_app
 from billeting.common.db import outage
 from billeting.common.db.engine import make_engine
-from tests.concurrency.serve import free_port
 from tests.conftest import PlacementClient
+from tests.support.ports import free_port
 
 DEAD_URLS = {
     "postgresql": "postgresql+psycopg://postgres@127.0.0.1:{port}/nothing?connect_timeout=5",

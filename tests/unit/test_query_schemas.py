@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from billeting.placement.api import util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http import util
+from billeting.common.http.errors import HTTPProblem
 from billeting.placement.api.schemas import queries
 
 UUID = "0e1c1c3e-2d4f-4f3e-9d8c-3d2c1b0a9f8e"

@@ -9,7 +9,7 @@ from billeting.api.compute.errors import NovaError, bad_request, not_found
 from billeting.api.compute.schemas import INT_MAX
 from billeting.api.compute.views import iso_micro
 from billeting.scheduler.service import host_aggregates as aggs
-from billeting.scheduler.service.errors import ServiceError
+from billeting.scheduler.errors import SchedulerError as ServiceError
 
 
 def view(agg: aggs.HostAggregate, ctx: RequestContext, *, full: bool = True) -> dict:

@@ -22,7 +22,7 @@ from billeting.api.compute import (
     services,
 )
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext, new_request_id
-from billeting.api.inputs import names_nothing, plausible_id
+from billeting.common.http.inputs import names_nothing, plausible_id
 from billeting.common.policy import RuleEnforcer
 from billeting.serving.metrics import RequestMetrics, RouteLabels
 

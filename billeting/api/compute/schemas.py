@@ -10,8 +10,8 @@ import jsonschema
 import orjson
 
 from billeting.api.compute.errors import bad_request
-from billeting.api.inputs import nul_at
-from billeting.api.json_depth import TOO_DEEP, too_deep
+from billeting.common.http.inputs import nul_at
+from billeting.common.http.json_depth import TOO_DEEP, too_deep
 from billeting.common.uuids import is_uuid_like
 
 # The API database's INT columns (flavor sizes, counts) hold 32 bits on every

@@ -11,7 +11,7 @@ from billeting.apidb.server_groups import StoredGroup
 from billeting.common.db.tx import run_read
 from billeting.scheduler.request import HOST_SCOPE
 from billeting.scheduler.service import groups
-from billeting.scheduler.service.errors import ServiceError
+from billeting.scheduler.errors import SchedulerError as ServiceError
 
 
 def view(group: StoredGroup, ctx: RequestContext) -> dict:

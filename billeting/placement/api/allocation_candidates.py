@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from billeting.placement import candidates, errors, metrics
 from billeting.placement.api import query, util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
 from billeting.placement.api.schemas import queries as query_schemas
 from billeting.placement.candidates import names

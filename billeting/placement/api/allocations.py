@@ -8,7 +8,7 @@ import re
 from billeting.placement import allocations
 from billeting.placement.allocations import ConsumerWrite
 from billeting.placement.api import util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
 from billeting.placement.api.schemas import allocations as schemas
 from billeting.placement.consumers import UNKNOWN_TYPE, Owner

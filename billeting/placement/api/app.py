@@ -18,15 +18,11 @@ from sqlalchemy.exc import DBAPIError
 from billeting.config import Settings
 from billeting.placement import errors as domain
 from billeting.placement import openapi
-from billeting.placement.api import auth, microversion, negotiation
+from billeting.common.http import auth
+from billeting.placement.api import microversion, negotiation
 from billeting.common.http.context import context_from_environ
-from billeting.placement.api.errors import (
-    HTTPProblem,
-    check_body_headers,
-    error_document,
-    method_not_allowed,
-    status_for,
-)
+from billeting.common.keystone_auth import keystone_protected
+from billeting.common.http.errors import HTTPProblem, check_body_headers, error_document, method_not_allowed
 from billeting.placement.api.operator_endpoints import OPERATOR_PATHS, ProtectedMetrics, PublicEndpoints
 from billeting.placement.api.policy import Authorizer
 from billeting.placement.api.request_metrics import ERROR_CODE_KEY, RouteLabels, instrument
@@ -111,16 +107,25 @@ def _render(req: falcon.Request, resp: falcon.Response, status: int, detail: str
         resp.set_header(name, value)
 
 
+def _status_for(exc: domain.PlacementError) -> int:
+    if isinstance(exc, domain.NotFound):
+        return 404
+    if isinstance(exc, domain.Conflict):
+        return 409
+    return 400
+
+
 def _handle_placement_error(req, resp, exc: domain.PlacementError, params) -> None:
-    status = status_for(exc)
-    extra = None
+    _render(req, resp, _status_for(exc), exc.detail, exc.code)
+
+
+def _handle_http_problem(req, resp, exc: HTTPProblem, params) -> None:
     if isinstance(exc, _VersionNotAcceptable):
         extra = {"max_version": microversion.to_str(microversion.MAX_VERSION),
                  "min_version": microversion.to_str(microversion.MIN_VERSION)}
-        _render(req, resp, status, exc.detail, None, extra=extra)
+        _render(req, resp, exc.status, exc.detail, None, extra=extra)
         return
-    headers = exc.headers if isinstance(exc, HTTPProblem) else None
-    _render(req, resp, status, exc.detail, exc.code, headers)
+    _render(req, resp, exc.status, exc.detail, exc.code or domain.UNDEFINED, exc.headers)
 
 
 def _handle_retries_exhausted(req, resp, exc: RetriesExhausted, params) -> None:
@@ -171,6 +176,7 @@ def make_falcon_app(deps: Deps) -> falcon.App:
     app.add_error_handler(Exception, _handle_unexpected)
     app.add_error_handler(falcon.HTTPError, _handle_falcon_error)
     app.add_error_handler(domain.PlacementError, _handle_placement_error)
+    app.add_error_handler(HTTPProblem, _handle_http_problem)
     app.add_error_handler(RetriesExhausted, _handle_retries_exhausted)
     app.add_error_handler(DBAPIError, _handle_database_error)
     return app
@@ -206,9 +212,9 @@ def make_app(settings: Settings, engine: Engine):
     if settings.metrics_access == "policy":
         wsgi = ProtectedMetrics(wsgi, deps)
     if settings.auth == "keystone":
-        wsgi = auth.keystone_middleware(wsgi, settings.config_file)
+        wsgi = keystone_protected(wsgi, settings.config_file, auth.ROOT_PATHS)
     else:
-        wsgi = auth.NoAuth2Middleware(wsgi)
+        wsgi = auth.NoAuth2Middleware(wsgi, negotiation.unauthorized)
     wsgi = _RootPathFix(wsgi)
     if settings.cors_origins:
         from billeting.placement.api.cors import cors_middleware

@@ -22,9 +22,9 @@ import orjson
 from sqlalchemy import text
 
 from billeting.placement import metrics
-from billeting.placement.api import auth
+from billeting.common.http import auth
 from billeting.common.http.context import context_from_environ
-from billeting.placement.api.errors import error_document, title
+from billeting.common.http.errors import error_document, title
 
 LOG = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""Authorization with oslo.policy and the Placement default rules (docs/design/placement-http.md#policy).
+"""Placement's default rules (docs/design/placement-http.md#policy), on the
+persona base rules of billeting.common.policy.
 
 New (secure RBAC) defaults unless ``legacy`` is set, in which case each base
 rule also accepts its deprecated alternative ``role:admin``. An operator
@@ -8,27 +9,12 @@ from __future__ import annotations
 
 import logging
 
-from oslo_policy import policy as oslo_policy
-
-from billeting.common.policy import PolicyFileError, RuleEnforcer, scope_is_configurable
-from billeting.common.http.context import RequestContext
-from billeting.placement.api.errors import HTTPProblem
-
-__all__ = ["Authorizer", "PolicyFileError", "describe", "scope_is_configurable", "OPERATION_RULES"]
+from billeting.common.http import policy as http_policy
+from billeting.common.policy import persona_defaults
 
 LOG = logging.getLogger(__name__)
 
-ADMIN = "role:admin"
 _DEPRECATION_REASON = "Placement moved to the admin, service and project-reader personas."
-
-BASE_RULES = [
-    ("admin_api", "role:admin"),
-    ("service_api", "role:service"),
-    ("admin_or_service_api", "role:admin or role:service"),
-    ("project_reader_api", "role:reader and project_id:%(project_id)s"),
-    ("admin_or_project_reader_or_service_api",
-     "role:admin or rule:project_reader_api or role:service"),
-]
 
 _ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 
@@ -83,56 +69,10 @@ OPERATION_RULES = [
 ]
 
 
-def _defaults(operations=OPERATION_RULES) -> list[oslo_policy.RuleDefault]:
-    rules: list[oslo_policy.RuleDefault] = []
-    for name, check in BASE_RULES:
-        deprecated = oslo_policy.DeprecatedRule(
-            name=name, check_str=ADMIN, deprecated_reason=_DEPRECATION_REASON,
-            deprecated_since="1.0")
-        rules.append(oslo_policy.RuleDefault(
-            name, check, description=f"Base rule {name}.", deprecated_rule=deprecated,
-            scope_types=["project"]))
-    for name, check, method, path in operations:
-        rules.append(oslo_policy.DocumentedRuleDefault(
-            name, check, description=f"{method} {path}",
-            operations=[{"method": method, "path": path}], scope_types=["project"]))
-    return rules
-
-
-def describe(*, legacy: bool, enforce_scope: bool = True) -> str:
-    """One line for the start-up log: which defaults are in force."""
-    if legacy:
-        rules = ("legacy policy defaults in force (enforce_new_defaults = False): every base "
-                 "rule also accepts its deprecated alternative role:admin")
-    else:
-        rules = "new policy defaults in force (enforce_new_defaults = True): admin, service and project reader"
-    if enforce_scope:
-        scope = "system-scoped tokens refused"
-    elif scope_is_configurable():
-        scope = "scope not enforced (enforce_scope = False)"
-    else:
-        scope = ("system-scoped tokens refused (enforce_scope = False has no effect: this "
-                 "oslo.policy always enforces scope)")
-    return f"{rules}; {scope}"
-
-
-class Authorizer(RuleEnforcer):
-    """Placement's rules (or, with ``operations``, another service's on
-    Placement's base rules) for a request context."""
+class Authorizer(http_policy.Authorizer):
+    """Placement's rules for a request context."""
 
     def __init__(self, *, policy_file: str | None = None, legacy: bool = False,
-                 enforce_scope: bool = True, operations: list[tuple[str, str, str, str]] | None = None) -> None:
-        """``operations`` (name, check, method, path) replace Placement's own
-        rules: another service (the scheduler API) shares the base rules."""
-        operations = operations or OPERATION_RULES
-        super().__init__(lambda: _defaults(operations), policy_file=policy_file, legacy=legacy,
-                         enforce_scope=enforce_scope, log=LOG)
-
-    def allowed(self, ctx: RequestContext, rule: str, target: dict | None = None) -> bool:
-        target = target if target is not None else {
-            "project_id": ctx.project_id, "user_id": ctx.user_id}
-        return self.check(ctx.policy_creds(), rule, target)
-
-    def authorize(self, ctx: RequestContext, rule: str, target: dict | None = None) -> None:
-        if not self.allowed(ctx, rule, target):
-            raise HTTPProblem(403, f"Policy does not allow {rule} to be performed.")
+                 enforce_scope: bool = True) -> None:
+        super().__init__(lambda: persona_defaults(OPERATION_RULES, deprecation_reason=_DEPRECATION_REASON),
+                         policy_file=policy_file, legacy=legacy, enforce_scope=enforce_scope, log=LOG)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.placement.api.util import is_uuid_like
 
 _RESOURCES_FORM = ("Badly formed resources parameter. Expected resources query string "

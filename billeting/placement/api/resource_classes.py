@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from billeting.placement import resource_classes as rcs
 from billeting.placement.api import util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
 from billeting.placement.api.schemas import resource_classes as schemas
 from billeting.placement.store.tx import run_read, run_write

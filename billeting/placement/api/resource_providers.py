@@ -6,7 +6,7 @@ import uuid as uuidlib
 
 from billeting.placement import names, providers
 from billeting.placement.api import query, util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
 from billeting.placement.api.schemas import queries as query_schemas
 from billeting.placement.api.schemas import resource_providers as schemas

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from billeting.placement import providers, traits
 from billeting.placement.api import util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.placement.api.resource import Resource
 from billeting.placement.api.schemas import queries as query_schemas
 from billeting.placement.api.schemas import traits as schemas

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from billeting.common import uuids
-from billeting.placement.api import util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http.errors import HTTPProblem
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, send, send_empty
 from billeting.scheduler.service import metadata

@@ -1,8 +1,9 @@
-"""Assemble the scheduler API's WSGI stack, with Placement's outer layers.
+"""Assemble the scheduler API's WSGI stack, with the outer layers every API shares
+(billeting.common.http).
 
 Outermost first: request id (``x-openstack-request-id``) → auth (noauth2 or
 keystone, ``GET /`` open) → context (401) → body sanity → routing (404/405)
-→ handler. Errors use Placement's document, always with a ``code``:
+→ handler. Errors use the shared error document, always with a ``code``:
 
     {"errors": [{"status": 409, "title": "Conflict", "detail": "...",
                  "code": "billeting.no_valid_host", "request_id": "req-...",
@@ -14,21 +15,17 @@ import logging
 import traceback
 
 import falcon
-import msgspec
-from sqlalchemy.exc import DataError, DBAPIError
+from sqlalchemy.exc import DBAPIError
 
-from billeting.api.inputs import names_nothing, plausible_id
-from billeting.placement.api import auth
+from billeting.common.http import auth
 from billeting.common.http.context import context_from_environ
-from billeting.placement.api.errors import HTTPProblem, check_body_headers, error_document
-from billeting.common.db.outage import unavailable_reason
-from billeting.common.db.tx import RetriesExhausted
-from billeting.placement_client.client import PlacementError
+from billeting.common.http.errors import HTTPProblem, check_body_headers, error_document
+from billeting.common.http.inputs import names_nothing, plausible_id
+from billeting.common.keystone_auth import keystone_protected
+from billeting.scheduler import errors
 from billeting.scheduler.api import aggregates, hosts, openapi, root, selections, server_groups, topology, zones
 from billeting.scheduler.api.base import Deps
 from billeting.scheduler.api.policy import authorizer
-from billeting.scheduler.errors import ConsumerConflict, InvalidRequest, NoValidHost, PlacementTrouble, SchedulerError
-from billeting.scheduler.service import errors
 from billeting.serving import metrics as serving_metrics
 
 LOG = logging.getLogger(__name__)
@@ -48,9 +45,6 @@ ROUTES = [
     ("/hosts", hosts.Hosts),
     ("/hosts/{name}", hosts.Host),
 ]
-
-_PLACEMENT_UNDEFINED = "placement.undefined_code"
-
 
 class ApiMiddleware:
     def __init__(self, deps: Deps) -> None:
@@ -90,63 +84,34 @@ def _render(req, resp, status: int, detail: str, code: str, *, headers: dict | N
         resp.set_header(name, value)
 
 
-def _service_error(req, resp, exc: errors.ServiceError, params) -> None:
-    _render(req, resp, exc.status, exc.detail, exc.code)
+def _problem(req, exc: Exception) -> tuple[int, str, str, dict | None, dict | None]:
+    """(status, detail, code, headers, extra) of the error document for ``exc``."""
+    if isinstance(exc, HTTPProblem):
+        return exc.status, exc.detail, exc.code or errors.UNDEFINED, exc.headers, None
+    if isinstance(exc, falcon.HTTPError):
+        if exc.status_code == 404:
+            detail = "The resource could not be found."
+        elif exc.status_code == 405:
+            detail = f"The method {req.method} is not allowed for this resource."
+        else:
+            detail = exc.description or exc.title or "Error"
+        return exc.status_code, detail, errors.UNDEFINED, dict(exc.headers or {}), None
+    failure = errors.translate(exc)
+    if failure is None:
+        LOG.error("unexpected error handling %s %s\n%s", req.method, req.path, traceback.format_exc())
+        return (500, "An unexpected error prevented the server from fulfilling your request.", errors.UNDEFINED,
+                None, None)
+    if isinstance(exc, DBAPIError):
+        LOG.error("API database error handling %s %s: %s", req.method, req.path, exc)
+    return failure.status, failure.detail, failure.code, None, failure.extra()
 
 
-def _http_problem(req, resp, exc: HTTPProblem, params) -> None:
-    code = exc.code if exc.code and exc.code != _PLACEMENT_UNDEFINED else errors.UNDEFINED
-    _render(req, resp, exc.status, exc.detail, code, headers=exc.headers)
-
-
-def _no_valid_host(req, resp, exc: NoValidHost, params) -> None:
-    _render(req, resp, 409, exc.explanation.message, errors.NO_VALID_HOST,
-            extra={"explanation": msgspec.to_builtins(exc.explanation)})
-
-
-_SCHEDULER_CODES = {InvalidRequest: errors.INVALID, PlacementTrouble: errors.PLACEMENT_UNAVAILABLE,
-                    ConsumerConflict: errors.CONSUMER_CONFLICT}
-
-
-def _scheduler_error(req, resp, exc: SchedulerError, params) -> None:
-    _render(req, resp, exc.status, exc.message, _SCHEDULER_CODES.get(type(exc), errors.UNDEFINED))
-
-
-def _retries_exhausted(req, resp, exc: RetriesExhausted, params) -> None:
-    _render(req, resp, 409, f"the change met concurrent changes too often; try again ({exc.reason})",
-            errors.CONCURRENT_UPDATE)
-
-
-def _placement_error(req, resp, exc: PlacementError, params) -> None:
-    _render(req, resp, 503, f"Placement could not answer: {exc.detail or exc}", errors.PLACEMENT_UNAVAILABLE)
-
-
-def _database_error(req, resp, exc: DBAPIError, params) -> None:
-    LOG.error("API database error handling %s %s: %s", req.method, req.path, exc)
-    if isinstance(exc, DataError) and unavailable_reason(exc) is None:
-        # A value the database cannot keep (too long, out of range) is the
-        # request's fault, not an outage to retry.
-        _render(req, resp, 400, "A value of the request does not fit the scheduler's API database (too long or "
-                "out of range).", errors.INVALID)
-        return
-    _render(req, resp, 503, "The scheduler's API database is not available; try again.",
-            errors.DATABASE_UNAVAILABLE)
-
-
-def _falcon_error(req, resp, exc: falcon.HTTPError, params) -> None:
-    if exc.status_code == 404:
-        detail = "The resource could not be found."
-    elif exc.status_code == 405:
-        detail = f"The method {req.method} is not allowed for this resource."
-    else:
-        detail = exc.description or exc.title or "Error"
-    _render(req, resp, exc.status_code, detail, errors.UNDEFINED, headers=dict(exc.headers or {}))
-
-
-def _unexpected(req, resp, exc: Exception, params) -> None:
-    LOG.error("unexpected error handling %s %s\n%s", req.method, req.path, traceback.format_exc())
-    _render(req, resp, 500, "An unexpected error prevented the server from fulfilling your request.",
-            errors.UNDEFINED)
+def _error(req, resp, exc: Exception, params) -> None:
+    """The one error handler: the scheduler's errors carry their status and
+    code (``errors.translate`` names those of Placement and the API database),
+    the HTTP layer's problems theirs; anything else is a 500."""
+    status, detail, code, headers, extra = _problem(req, exc)
+    _render(req, resp, status, detail, code, headers=headers, extra=extra)
 
 
 def make_falcon_app(deps: Deps) -> falcon.App:
@@ -157,16 +122,9 @@ def make_falcon_app(deps: Deps) -> falcon.App:
     app.resp_options.default_media_type = None
     for path, resource_cls in ROUTES:
         app.add_route(path, resource_cls(deps))
-    # Most specific last: Falcon picks the handler of the nearest class.
-    app.add_error_handler(Exception, _unexpected)
-    app.add_error_handler(falcon.HTTPError, _falcon_error)
-    app.add_error_handler(HTTPProblem, _http_problem)
-    app.add_error_handler(errors.ServiceError, _service_error)
-    app.add_error_handler(NoValidHost, _no_valid_host)
-    app.add_error_handler(SchedulerError, _scheduler_error)
-    app.add_error_handler(RetriesExhausted, _retries_exhausted)
-    app.add_error_handler(PlacementError, _placement_error)
-    app.add_error_handler(DBAPIError, _database_error)
+    # Falcon's own handler for its HTTPError is more specific than one for
+    # Exception, so both are named.
+    app.add_error_handler((Exception, falcon.HTTPError), _error)
     return app
 
 
@@ -262,7 +220,7 @@ def make_app(service, *, auth_strategy: str = "noauth2", config_file: str | None
     deps = Deps(service=service, authorizer=authorizer(policy_file=policy_file, legacy=legacy_policy))
     wsgi = make_falcon_app(deps)
     if auth_strategy == "keystone":
-        wsgi = auth.keystone_middleware(wsgi, config_file)
+        wsgi = keystone_protected(wsgi, config_file, auth.ROOT_PATHS)
     else:
         wsgi = auth.NoAuth2Middleware(wsgi)
     return auth.RequestIdMiddleware(_RootPathFix(_Metrics(_OpenAPIDocument(_OwnUnauthorized(wsgi)))))

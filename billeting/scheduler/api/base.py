@@ -7,11 +7,10 @@ from dataclasses import dataclass
 import falcon
 import msgspec
 
-from billeting.placement.api import util
-from billeting.common.http.context import RequestContext
-from billeting.placement.api.policy import Authorizer
+from billeting.common.http import util
+from billeting.common.http.policy import Authorizer
+from billeting.common.http.util import authorize, ctx, send_empty  # noqa: F401 - the resources' helpers
 
-JSON = "application/json"
 _encode = msgspec.json.Encoder().encode
 
 
@@ -33,14 +32,6 @@ class Resource:
         self.service = deps.service
 
 
-def ctx(req: falcon.Request) -> RequestContext:
-    return req.context.auth
-
-
-def authorize(req: falcon.Request, rule: str) -> None:
-    req.context.deps.authorizer.authorize(req.context.auth, rule)
-
-
 def body(req: falcon.Request, schema: dict) -> dict:
     """The JSON body, checked against ``schema`` (415 when not JSON, 400 when invalid)."""
     util.require_json_content(req)
@@ -53,11 +44,5 @@ def body(req: falcon.Request, schema: dict) -> dict:
 
 def send(resp: falcon.Response, value: object, *, status: int = 200) -> None:
     resp.status = status
-    resp.content_type = JSON
+    resp.content_type = util.JSON
     resp.data = _encode(value)
-
-
-def send_empty(resp: falcon.Response) -> None:
-    resp.status = 204
-    resp.data = b""
-    resp.content_type = None

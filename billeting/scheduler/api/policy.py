@@ -1,4 +1,5 @@
-"""Default policy rules of the scheduler API (oslo.policy, Placement's base rules).
+"""Default policy rules of the scheduler API (oslo.policy, on the persona base
+rules of billeting.common.policy, as Placement's).
 
 Everything defaults to ``admin`` or ``service``: the callers are operators
 and other services (compute API, conductors, volume or batch services that
@@ -7,7 +8,14 @@ place work). Reading the topology and zones is open to readers too. A
 """
 from __future__ import annotations
 
-from billeting.placement.api.policy import Authorizer
+import logging
+
+from billeting.common.http.policy import Authorizer
+from billeting.common.policy import persona_defaults
+
+LOG = logging.getLogger(__name__)
+
+_DEPRECATION_REASON = "The scheduler API uses the admin, service and reader personas."
 
 ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 ADMIN = "rule:admin_api"
@@ -39,4 +47,5 @@ RULES = [
 
 
 def authorizer(*, policy_file: str | None = None, legacy: bool = False) -> Authorizer:
-    return Authorizer(policy_file=policy_file, legacy=legacy, operations=RULES)
+    return Authorizer(lambda: persona_defaults(RULES, deprecation_reason=_DEPRECATION_REASON),
+                      policy_file=policy_file, legacy=legacy, log=LOG)

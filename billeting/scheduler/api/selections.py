@@ -17,15 +17,13 @@ import msgspec
 
 from billeting import typeinfo
 from billeting.common import uuids
-from billeting.placement.api import util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http import util
+from billeting.common.http.errors import HTTPProblem
 from billeting.scheduler import metrics, nova
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, ctx, send
 from billeting.scheduler.bounds import MAX_AMOUNT, over_amount
-from billeting.scheduler.directory import CELL_LEVEL, Directory
 from billeting.scheduler.request import Destination, ScheduleRequest
-from billeting.scheduler.service.errors import UNKNOWN_LEVEL, BadRequest
 from billeting.serving.wsgi import UNSENT_KEY
 
 
@@ -47,7 +45,6 @@ class Selections(Resource):
         service = self.service
         request, group = (from_nova(data, service.directory) if nova_form else from_typed(data))
         request = canonical_uuids(request)
-        check_domains(request, service.directory)
         group = uuids.normalize_uuid(group) if group is not None else None
         if dry_run:
             ranked = service.dry_run(request, group=group)
@@ -89,25 +86,6 @@ def canonical_uuids(request: ScheduleRequest) -> ScheduleRequest:
         near=msgspec.structs.replace(near, instances=many(near.instances)) if near is not None else None,
         server_group=(msgspec.structs.replace(group, uuid=one(group.uuid), members=many(group.members))
                       if group is not None else None))
-
-
-def check_domains(request: ScheduleRequest, directory: Directory) -> None:
-    """The levels and the domain a request names must exist, as for the Nova
-    form's hints: an unknown one was a 409 "no valid host" in ``near``, and no
-    constraint at all in a "different" ``domain_constraints`` entry."""
-    levels = directory.levels
-    for c in request.domain_constraints:
-        if c.level not in (*levels, CELL_LEVEL):
-            raise BadRequest(f"domain_constraints: unknown topology level {c.level!r} (levels: "
-                             f"{', '.join((*levels, CELL_LEVEL))})", code=UNKNOWN_LEVEL)
-    near = request.near
-    if near is None:
-        return
-    if near.level not in levels:  # nearness widens through the levels; a cell is none of them
-        raise BadRequest(f"near: unknown topology level {near.level!r} (levels: {', '.join(levels)})",
-                         code=UNKNOWN_LEVEL)
-    if near.domain is not None and directory.domain(near.level, near.domain) is None:
-        raise BadRequest(f"near: no {near.level} named {near.domain!r}")
 
 
 _to_request = typeinfo.converter(ScheduleRequest)

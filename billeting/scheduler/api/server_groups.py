@@ -1,8 +1,8 @@
 """``/server_groups``: create (201), list, show, delete (204)."""
 from __future__ import annotations
 
-from billeting.placement.api import util
-from billeting.placement.api.errors import HTTPProblem
+from billeting.common.http import util
+from billeting.common.http.errors import HTTPProblem
 from billeting.scheduler.api import schemas
 from billeting.scheduler.api.base import Resource, authorize, body, ctx, send, send_empty
 from billeting.scheduler.service import groups

@@ -10,6 +10,7 @@ operations its front doors (HTTP, RPC, CLI) share.
 * ``hosts``    — host reports;
 * ``sync``     — keeping Placement's aggregate memberships in step.
 
-Operations raise ``errors.ServiceError`` subclasses that carry an HTTP
-status and an error code, so every front door reports them the same way.
+Operations raise ``billeting.scheduler.errors.SchedulerError`` subclasses
+that carry an HTTP status and an error code, so every front door reports
+them the same way.
 """

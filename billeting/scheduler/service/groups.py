@@ -30,7 +30,7 @@ from billeting.placement_client.client import PlacementError
 from billeting.scheduler.core import RankedHost
 from billeting.scheduler.request import HOST_SCOPE, ScheduleRequest, ServerGroup
 from billeting.scheduler.selection import Selection
-from billeting.scheduler.service.errors import GROUP_CONFLICT, UNKNOWN_LEVEL, BadRequest, Conflict, NotFound
+from billeting.scheduler.errors import GROUP_CONFLICT, UNKNOWN_LEVEL, Conflict, InvalidRequest, NotFound
 from billeting.scheduler.service.topology import levels
 from billeting.scheduler.service.views import GroupView, iso
 
@@ -57,15 +57,15 @@ def view(group: StoredGroup) -> GroupView:
 
 def create(service, spec: GroupSpec) -> GroupView:
     if spec.policy not in POLICIES:
-        raise BadRequest(f"unknown policy {spec.policy!r} (policies: {', '.join(POLICIES)})")
+        raise InvalidRequest(f"unknown policy {spec.policy!r} (policies: {', '.join(POLICIES)})")
     if spec.max_server_per_host is not None:
         if spec.policy != "anti-affinity":
-            raise BadRequest("only the anti-affinity policy takes the max_server_per_host rule")
+            raise InvalidRequest("only the anti-affinity policy takes the max_server_per_host rule")
         if spec.max_server_per_host < 1:
-            raise BadRequest("max_server_per_host must be at least 1")
+            raise InvalidRequest("max_server_per_host must be at least 1")
     scopes = (HOST_SCOPE, *levels(service))
     if spec.scope not in scopes:
-        raise BadRequest(f"unknown scope {spec.scope!r} (scopes: {', '.join(scopes)})", code=UNKNOWN_LEVEL)
+        raise InvalidRequest(f"unknown scope {spec.scope!r} (scopes: {', '.join(scopes)})", code=UNKNOWN_LEVEL)
     stored = run_write(service.engine, lambda conn: store.create(
         conn, uuid=str(uuidlib.uuid4()), name=spec.name, project_id=spec.project_id, user_id=spec.user_id,
         policy=spec.policy, max_server_per_host=spec.max_server_per_host, scope=spec.scope))

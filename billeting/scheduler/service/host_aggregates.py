@@ -33,7 +33,7 @@ from billeting.apidb.tables import KIND_PLAIN
 from billeting.common.db.tx import Retry, run_read, run_write
 from billeting.scheduler.catalog import HostRecord
 from billeting.scheduler.service import sync
-from billeting.scheduler.service.errors import IN_USE, NAME_CLASH, BadRequest, Conflict, NotFound
+from billeting.scheduler.errors import IN_USE, NAME_CLASH, Conflict, InvalidRequest, NotFound
 from billeting.scheduler.service.metadata import check_metadata
 from billeting.scheduler.service.topology import describe
 from billeting.scheduler.service.zones import INTERNAL_ZONE
@@ -81,7 +81,7 @@ def get(service, aggregate_id: int) -> HostAggregate:
 
 def _check_zone(zone: str | None) -> None:
     if zone == INTERNAL_ZONE:
-        raise BadRequest(f"The availability zone {INTERNAL_ZONE!r} is where services that are not computes are "
+        raise InvalidRequest(f"The availability zone {INTERNAL_ZONE!r} is where services that are not computes are "
                          "listed: it cannot be given to an aggregate.")
 
 
@@ -148,7 +148,7 @@ def create(service, name: str, zone: str | None = None) -> HostAggregate:
 
 def _plain(snap: Snapshot, agg: AggregateInfo, action: str) -> None:
     if agg.kind != KIND_PLAIN:
-        raise BadRequest(f"Cannot {action} aggregate {agg.id}: it is {describe(snap, agg)}, defined through the "
+        raise InvalidRequest(f"Cannot {action} aggregate {agg.id}: it is {describe(snap, agg)}, defined through the "
                          "scheduler's API; change it there.")
 
 
@@ -178,13 +178,13 @@ def _change(service, aggregate_id: int, action: str, changes: Mapping[str, str |
         if plain_only:
             _plain(snap, agg, action)
         elif agg.kind != KIND_PLAIN and zone_given and zone != agg.metadata.get(ZONE_KEY):
-            raise BadRequest(f"Cannot {action} aggregate {agg.id}: it is {describe(snap, agg)}, whose "
+            raise InvalidRequest(f"Cannot {action} aggregate {agg.id}: it is {describe(snap, agg)}, whose "
                              f"{ZONE_KEY} is set through the scheduler's API.")
         if name is not None:
             _name_free(snap, name, agg.id)
         clash = _zone_clash(service, agg, zone, members) if zone_given else []
         if clash:
-            raise BadRequest(f"Cannot {action} aggregate {agg.id}. Reason: One or more hosts already in "
+            raise InvalidRequest(f"Cannot {action} aggregate {agg.id}. Reason: One or more hosts already in "
                              f"availability zone(s) {clash}.")
         metadata = dict(agg.metadata)
         for key, value in changes.items():
@@ -204,7 +204,7 @@ def delete(service, aggregate_id: int) -> None:
     agg = _find(snap, aggregate_id)
     _plain(snap, agg, "delete")
     if sync.members(service.client, agg.uuid):
-        raise BadRequest(f"Cannot remove aggregate {aggregate_id}. Reason: Host aggregate is not empty.")
+        raise InvalidRequest(f"Cannot remove aggregate {aggregate_id}. Reason: Host aggregate is not empty.")
 
     def work(conn, snap: Snapshot) -> None:
         if _find(snap, aggregate_id).kind == KIND_PLAIN:

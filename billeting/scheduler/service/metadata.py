@@ -22,7 +22,7 @@ from billeting.apidb.directory import ZONE_KEY
 from billeting.apidb.snapshot import Snapshot
 from billeting.apidb.tables import KIND_PLAIN, KIND_ZONE
 from billeting.common.db.tx import Retry, run_read, run_write
-from billeting.scheduler.service.errors import IN_USE, NAME_CLASH, BadRequest, Conflict, NotFound
+from billeting.scheduler.errors import IN_USE, NAME_CLASH, Conflict, InvalidRequest, NotFound
 from billeting.scheduler.service.topology import check_name, describe
 from billeting.scheduler.service.views import AggregateView, aggregate_view
 from billeting.scheduler.service.zones import check_zone_name
@@ -33,9 +33,9 @@ KEY = re.compile(r"^[A-Za-z0-9_.:-]{1,255}$")
 def check_metadata(metadata: Mapping[str, str]) -> None:
     for key, value in metadata.items():
         if not KEY.match(key):
-            raise BadRequest(f"invalid metadata key {key!r}: 1 to 255 letters, digits, '-', '_', '.' or ':'")
+            raise InvalidRequest(f"invalid metadata key {key!r}: 1 to 255 letters, digits, '-', '_', '.' or ':'")
         if len(value) > 255:
-            raise BadRequest(f"metadata value of {key!r} is longer than 255 characters")
+            raise InvalidRequest(f"metadata value of {key!r} is longer than 255 characters")
     if ZONE_KEY in metadata:
         check_zone_name(metadata[ZONE_KEY])
 
@@ -60,11 +60,11 @@ def put(service, uuid: str, *, metadata: Mapping[str, str], name: str | None = N
         wanted = dict(metadata)
         if agg is not None and agg.kind != KIND_PLAIN:
             if name is not None and name != agg.name:
-                raise BadRequest(f"aggregate {uuid} is {describe(snap, agg)}: its name is the "
+                raise InvalidRequest(f"aggregate {uuid} is {describe(snap, agg)}: its name is the "
                                  f"{'zone' if agg.kind == KIND_ZONE else 'domain'}'s and cannot change here")
             if agg.kind == KIND_ZONE:
                 if wanted.get(ZONE_KEY, agg.name) != agg.name:
-                    raise BadRequest(f"aggregate {uuid} is {describe(snap, agg)}: its {ZONE_KEY} stays {agg.name}")
+                    raise InvalidRequest(f"aggregate {uuid} is {describe(snap, agg)}: its {ZONE_KEY} stays {agg.name}")
                 wanted[ZONE_KEY] = agg.name
         if name is not None:
             clash = snap.aggregate_by_name(name)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.scheduler.catalog import SHARING_TRAIT
-from billeting.scheduler.service.errors import UNKNOWN_HOST, BadRequest, PlacementFailed
+from billeting.scheduler.errors import UNKNOWN_HOST, InvalidRequest, PlacementTrouble
 
 
 def _is_uuid(text: str) -> bool:
@@ -33,18 +33,18 @@ def hosts(client: PlacementClient, names: Iterable[str]) -> dict[str, str]:
                 continue
             p = providers[0]
             if (p.root_provider_uuid or p.uuid) != p.uuid:
-                raise BadRequest(f"{name} is a nested resource provider, not a host: name its root provider "
+                raise InvalidRequest(f"{name} is a nested resource provider, not a host: name its root provider "
                                  f"({p.root_provider_uuid})", code=UNKNOWN_HOST)
             found[p.uuid] = p.name
         if unknown:
-            raise BadRequest(f"unknown host{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: no resource "
+            raise InvalidRequest(f"unknown host{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: no resource "
                              "provider of that name or uuid in Placement", code=UNKNOWN_HOST)
         if found:
             sharing = {p.uuid for p in client.list_providers(required=[SHARING_TRAIT])} & set(found)
             if sharing:
-                raise BadRequest(f"{', '.join(sorted(found[u] for u in sharing))}: sharing providers are not "
+                raise InvalidRequest(f"{', '.join(sorted(found[u] for u in sharing))}: sharing providers are not "
                                  "hosts (putting one in a domain's aggregate would share it with the domain)",
                                  code=UNKNOWN_HOST)
     except PlacementError as exc:
-        raise PlacementFailed(f"cannot look the hosts up in Placement: {exc.detail or exc}") from None
+        raise PlacementTrouble(f"cannot look the hosts up in Placement: {exc.detail or exc}") from None
     return found

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from billeting.placement_client.client import PlacementClient, PlacementError
 from billeting.placement_client.model import WriteResult
-from billeting.scheduler.service.errors import PlacementFailed
+from billeting.scheduler.errors import PlacementTrouble
 
 LOG = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def members(client: PlacementClient, aggregate: str) -> set[str]:
     try:
         found = client.list_providers(member_of=[aggregate])
     except PlacementError as exc:
-        raise PlacementFailed(f"cannot read the members of aggregate {aggregate} from Placement: "
+        raise PlacementTrouble(f"cannot read the members of aggregate {aggregate} from Placement: "
                               f"{exc.detail or exc}") from None
     return {p.uuid for p in found if (p.root_provider_uuid or p.uuid) == p.uuid}
 
@@ -64,7 +64,7 @@ def update_provider(client: PlacementClient, provider: str, *, add: Collection[s
             if exc.status == 404:
                 report.missing.append(provider)
                 return False
-            raise PlacementFailed(f"cannot read the aggregates of provider {provider}: {exc.detail or exc}") from None
+            raise PlacementTrouble(f"cannot read the aggregates of provider {provider}: {exc.detail or exc}") from None
         have = set(current.aggregates)
         want = (have - set(remove)) | set(add)
         if want == have:
@@ -75,17 +75,18 @@ def update_provider(client: PlacementClient, provider: str, *, add: Collection[s
             if exc.status == 404:
                 report.missing.append(provider)
                 return False
-            raise PlacementFailed(f"cannot update the aggregates of provider {provider}: {exc.detail or exc}") from None
+            raise PlacementTrouble(f"cannot update the aggregates of provider {provider}: "
+                                   f"{exc.detail or exc}") from None
         if outcome.ok:
             report.changed.append(provider)
             return True
         if outcome.result is not WriteResult.PROVIDER_CONFLICT:
-            raise PlacementFailed(f"Placement refused the aggregates of provider {provider}: {outcome.detail}")
+            raise PlacementTrouble(f"Placement refused the aggregates of provider {provider}: {outcome.detail}")
         report.conflicts += 1
         LOG.info("provider %s changed while its aggregates were updated (%s); reading it again", provider,
                  outcome.detail)
         time.sleep(random.uniform(0, 0.01 * (attempt + 1)))
-    raise PlacementFailed(f"provider {provider} kept changing: gave up updating its aggregates after "
+    raise PlacementTrouble(f"provider {provider} kept changing: gave up updating its aggregates after "
                           f"{CONFLICT_TRIES} generation conflicts; run the operation again")
 
 

@@ -30,14 +30,14 @@ from billeting.apidb.tables import KIND_DOMAIN, KIND_ZONE
 from billeting.common.db.tx import Retry, run_read, run_write
 from billeting.scheduler.directory import CELL_LEVEL
 from billeting.scheduler.service import resolve, sync
-from billeting.scheduler.service.errors import (
+from billeting.scheduler.errors import (
     HOST_TAKEN,
     IN_USE,
     NAME_CLASH,
     UNKNOWN_LEVEL,
     WRONG_LEVEL,
-    BadRequest,
     Conflict,
+    InvalidRequest,
     NotFound,
 )
 from billeting.scheduler.service.views import DomainView, TopologyView, domain_view
@@ -47,7 +47,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,254}$")
 
 def check_name(kind: str, name: str) -> None:
     if not NAME.match(name):
-        raise BadRequest(f"invalid {kind} name {name!r}: use 1 to 255 letters, digits, '-', '_', '.' or ':', "
+        raise InvalidRequest(f"invalid {kind} name {name!r}: use 1 to 255 letters, digits, '-', '_', '.' or ':', "
                          "starting with a letter or digit")
 
 
@@ -84,13 +84,13 @@ def define(service, level: str, name: str, *, hosts: Sequence[str] | None = None
     index = check_level(service, level)
     check_name(level, name)
     if (hosts is None) == (members is None):
-        raise BadRequest(f"define a {level} from hosts or from members, not both and not neither")
+        raise InvalidRequest(f"define a {level} from hosts or from members, not both and not neither")
     narrowest = order[0]
     if hosts is not None and index != 0 and level != CELL_LEVEL:
-        raise BadRequest(f"a {level} is defined from members ({order[index - 1]}s), not from hosts: only the "
+        raise InvalidRequest(f"a {level} is defined from members ({order[index - 1]}s), not from hosts: only the "
                          f"narrowest level ({narrowest}) and cell take hosts", code=WRONG_LEVEL)
     if members is not None and index == 0:
-        raise BadRequest(f"{level} is the narrowest level: define it from hosts", code=WRONG_LEVEL)
+        raise InvalidRequest(f"{level} is the narrowest level: define it from hosts", code=WRONG_LEVEL)
     below = order[index - 1] if index > 0 else None
     resolved = resolve.hosts(service.client, hosts) if hosts is not None else {}
 
@@ -128,9 +128,9 @@ def define(service, level: str, name: str, *, hosts: Sequence[str] | None = None
                 if child is None:
                     elsewhere = [lv for lv in order if snap.domain(lv, member) is not None]
                     if elsewhere:
-                        raise BadRequest(f"{member} is a {elsewhere[0]}, not a {below}: a {level} is defined "
+                        raise InvalidRequest(f"{member} is a {elsewhere[0]}, not a {below}: a {level} is defined "
                                          f"from {below}s", code=WRONG_LEVEL)
-                    raise BadRequest(f"no {below} named {member!r}: define it first", code=WRONG_LEVEL)
+                    raise InvalidRequest(f"no {below} named {member!r}: define it first", code=WRONG_LEVEL)
                 if child.parent_id is not None and child.parent_id != dom_id:
                     parent = snap.domains[child.parent_id]
                     raise Conflict(f"the {below} {member} is already in the {parent.level} {parent.name}: "

@@ -22,7 +22,7 @@ from billeting.apidb.snapshot import AggregateInfo, Snapshot
 from billeting.apidb.tables import KIND_ZONE, ZONE_SCOPE
 from billeting.common.db.tx import Retry, run_read, run_write
 from billeting.scheduler.service import resolve, sync
-from billeting.scheduler.service.errors import HOST_TAKEN, IN_USE, NAME_CLASH, BadRequest, Conflict, NotFound
+from billeting.scheduler.errors import HOST_TAKEN, IN_USE, NAME_CLASH, Conflict, InvalidRequest, NotFound
 from billeting.scheduler.service.topology import check_name, describe
 from billeting.scheduler.service.views import ZoneView, zone_view
 
@@ -35,9 +35,9 @@ def check_zone_name(name: str) -> None:
     empty, and not ``internal``, which the compute API keeps for its
     conductors (a host put there was listed as if it were one)."""
     if not name:
-        raise BadRequest("an availability zone's name is not empty")
+        raise InvalidRequest("an availability zone's name is not empty")
     if name == INTERNAL_ZONE:
-        raise BadRequest(f"The availability zone {INTERNAL_ZONE!r} is where services that are not computes are "
+        raise InvalidRequest(f"The availability zone {INTERNAL_ZONE!r} is where services that are not computes are "
                          "listed: it cannot be given to hosts.")
 
 

@@ -1,32 +1,26 @@
-"""The Placement error document and the domain-exception → HTTP mapping
-(docs/design/placement-http.md#errors)."""
+"""The error document every Billeting API answers with, and the problems
+that exist only at the HTTP layer (docs/design/placement-http.md#errors).
+
+Each service maps its own domain errors to a status at its edge; a handler
+that has nothing but a status to say raises ``HTTPProblem``."""
 from __future__ import annotations
 
 from http import HTTPStatus
 
 import orjson
 
-from billeting.placement import errors as domain
 
-
-class HTTPProblem(domain.PlacementError):
-    """An error that only exists at the HTTP layer (403, 405, 406, 415 ...)."""
+class HTTPProblem(Exception):
+    """An answer decided at the HTTP layer (400 for a bad body, 403, 405, 406,
+    415 ...). ``code``: the service's error code, None for its default."""
 
     def __init__(self, status: int, detail: str, *, code: str | None = None,
                  headers: dict[str, str] | None = None) -> None:
-        super().__init__(detail, code=code)
+        super().__init__(detail)
         self.status = status
+        self.detail = detail
+        self.code = code
         self.headers = headers or {}
-
-
-def status_for(exc: domain.PlacementError) -> int:
-    if isinstance(exc, HTTPProblem):
-        return exc.status
-    if isinstance(exc, domain.NotFound):
-        return 404
-    if isinstance(exc, domain.Conflict):
-        return 409
-    return 400
 
 
 def title(status: int) -> str:
@@ -39,7 +33,7 @@ def title(status: int) -> str:
 def error_document(status: int, detail: str, request_id: str | None, *,
                    code: str | None, extra: dict | None = None) -> bytes:
     """One-element ``errors`` list; ``code`` only when the caller passes one
-    (i.e. a microversion ≥ 1.23 was negotiated)."""
+    (Placement sends it from microversion 1.23, the scheduler API always)."""
     err: dict = {"status": status, "title": title(status), "detail": detail}
     if code is not None:
         err["code"] = code

@@ -1,16 +1,18 @@
-"""WSGI layers outside the application: request ids and authentication.
+"""WSGI layers outside an API's application: request ids and noauth2.
 
-Both auth modes end in the same place: identity headers (``X-User-Id``,
-``X-Project-Id``, ``X-Roles`` ...) that ``context_from_environ`` reads.
+Both auth modes (noauth2 here, keystonemiddleware through
+billeting.common.keystone_auth) end in the same place: identity headers
+(``X-User-Id``, ``X-Project-Id``, ``X-Roles`` ...) that
+``context_from_environ`` reads.
 """
 from __future__ import annotations
 
 import uuid
 
-from billeting.placement.api import negotiation
+from billeting.common.http.errors import error_document
 
 REQUEST_ID_KEY = "billeting.request_id"
-ROOT_PATHS = ("", "/")
+ROOT_PATHS = frozenset({"", "/"})
 
 
 def new_request_id() -> str:
@@ -46,22 +48,33 @@ def is_root(environ) -> bool:
     return environ.get("PATH_INFO", "") in ROOT_PATHS
 
 
+def unauthorized(environ: dict, start_response):
+    """The 401 for a request without a token, in the error document."""
+    body = error_document(401, "The request you have made requires authentication.",
+                          environ.get(REQUEST_ID_KEY), code=None)
+    start_response("401 Unauthorized", [("Content-Type", "application/json"),
+                                        ("Content-Length", str(len(body)))])
+    return [body]
+
+
 class NoAuth2Middleware:
     """Testing-only authentication: the token names the user (docs/design/placement-http.md#authentication).
 
     ``X-Auth-Token: user[:project]``; ``admin`` gets the admin role unless the
-    request names its own ``X-Roles``. No token is a 401.
+    request names its own ``X-Roles``. No token is a 401, answered by
+    ``unauthorized`` (a WSGI app: Placement's keeps upstream's body).
     """
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, unauthorized=unauthorized) -> None:
         self.app = app
+        self.unauthorized = unauthorized
 
     def __call__(self, environ, start_response):
         token = environ.get("HTTP_X_AUTH_TOKEN")
         if not token:
             if is_root(environ):
                 return self.app(environ, start_response)
-            return negotiation.unauthorized(environ, start_response)
+            return self.unauthorized(environ, start_response)
         user_id, _, project_id = token.partition(":")
         project_id = project_id or user_id
         environ["HTTP_X_USER_ID"] = user_id
@@ -72,26 +85,3 @@ class NoAuth2Middleware:
         elif not environ.get("HTTP_X_PROJECT_ID"):
             environ["HTTP_X_PROJECT_ID"] = project_id
         return self.app(environ, start_response)
-
-
-def keystone_middleware(app, config_file: str | None):
-    """Wrap ``app`` in keystonemiddleware's ``auth_token``, skipping the root document.
-
-    The middleware reads its ``[keystone_authtoken]`` section from
-    ``config_file`` through a private oslo.config object (never the global
-    ``cfg.CONF``, and never files found by oslo.config's default search).
-    keystonemiddleware accepts such an object under the ``oslo_config_config``
-    key and registers its own options on it.
-    """
-    from keystonemiddleware import auth_token
-    from oslo_config import cfg
-
-    class _RootExempt(auth_token.AuthProtocol):
-        def __call__(self, environ, start_response):
-            if is_root(environ):
-                return self._app(environ, start_response)
-            return super().__call__(environ, start_response)
-
-    conf = cfg.ConfigOpts()
-    conf([], project="billeting", default_config_files=[config_file] if config_file else [])
-    return _RootExempt(app, {"oslo_config_config": conf})
