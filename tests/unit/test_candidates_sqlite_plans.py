@@ -67,7 +67,11 @@ def test_single_provider_queries_read_usage_by_provider(client, engine, sqlite_o
     # allocations, a table that grows with every instance.
     assert not [statement for statement, _ in plans if _reads("allocations", statement)], plans
     inventory_plans = [details for statement, details in plans if _reads("inventories", statement)]
-    assert inventory_plans, plans
+    # A small window read whole takes each provider's stock row instead of
+    # its inventory rows (placement/stock.py); only the summary cache, where
+    # it serves, still reads inventories.
+    if not (limit and any("AS stock" in statement for statement, _ in plans)):
+        assert inventory_plans, plans
     for details in inventory_plans:
         # Inventories are probed or ranged through an index, never scanned whole.
         assert not any(d.startswith("SCAN inv") for d in details), details
