@@ -64,6 +64,8 @@ def listed(p, path: str, headers) -> dict[str, dict]:
 def test_the_api_answers_for_a_cell_that_is_down(two_cells):
     p = two_cells
     one, two = boot_on(p, "host1", "one"), boot_on(p, "host2", "two")
+    service_ids = {(s["host"], s["binary"]): s["id"] for s in p.call("GET", "/v2.1/os-services",
+                                                                     headers=V69).json["services"]}
     restore = cut(p.cells, "cell2")
     try:
         detail = listed(p, "/v2.1/servers/detail", V69)
@@ -109,6 +111,22 @@ def test_the_api_answers_for_a_cell_that_is_down(two_cells):
             assert r.status_code == 503, (method, path, r.text)
             assert "cell (cell2) is unavailable" in r.json["serviceUnavailable"]["message"], r.text
         assert p.call("GET", "/v2.1/os-hypervisors", headers=V69).status_code == 200
+
+        # Changing a service that may be in the down cell: 503 (not 404: nobody can tell it is not there).
+        host2 = service_ids[("host2", "nova-compute")]
+        for method, path, body, headers in (
+                ("PUT", f"/v2.1/os-services/{host2}", {"status": "disabled"}, V69),
+                ("DELETE", f"/v2.1/os-services/{host2}", None, V69),
+                ("PUT", "/v2.1/os-services/disable", {"host": "host2", "binary": "nova-compute"}, V68 | {
+                    "OpenStack-API-Version": "compute 2.52"}),
+                ("DELETE", "/v2.1/os-services/1", None, {"OpenStack-API-Version": "compute 2.52"})):
+            r = p.call(method, path, body, headers=headers)
+            assert r.status_code == 503, (method, path, r.text)
+            assert "cell2" in r.json["serviceUnavailable"]["message"], r.text
+        # the healthy cell's services still change
+        r = p.call("PUT", f"/v2.1/os-services/{service_ids[('host1', 'nova-compute')]}", {"status": "enabled"},
+                   headers=V69)
+        assert r.status_code == 200 and r.json["service"]["status"] == "enabled", r.text
     finally:
         restore()
     # Back without restarting anything (once the skip window has passed).
