@@ -231,3 +231,26 @@ def test_a_process_started_while_a_cell_is_down_serves_the_others(api_engine, de
         assert "connect_timeout=3" in catalog.engine_of("cell9").url.render_as_string()
     finally:
         catalog.close()
+
+
+def test_a_build_forced_onto_a_host_of_a_cell_just_back_is_placed_at_once(two_cells):
+    """While cell2 is down the scheduler's records show its hosts down; when
+    it answers again they are read again at once (the health guard's
+    on_change), not at the scheduler's next periodic refresh."""
+    p = two_cells
+    catalog = p.plane.scheduler.catalog
+    boot_on(p, "host2", "before")
+    restore = cut(p.cells, "cell2")
+    try:
+        catalog.invalidate()
+        catalog.size()  # read while cell2 is down: host2 shown down
+        assert p.call("GET", "/v2.1/servers/detail", headers=V69).status_code == 200
+    finally:
+        restore()
+    catalog.refresh_s = 3600.0  # no periodic refresh during the rest of the test
+    # the cell answers again (probed by a read once its skip window has passed)
+    wait_for(lambda: p.call("GET", "/v2.1/os-services", headers=V68).json["services"] and
+             "cell2" not in p.cells.health.down_cells(), timeout=10, what="cell2 back")
+    after = p.boot(name="after", availability_zone="nova:host2")
+    wait_for(lambda: p.status(after) in ("ACTIVE", "ERROR"), what="the forced build done")
+    assert p.status(after) == "ACTIVE"
