@@ -71,7 +71,8 @@ def flavor_ids(deps: ComputeAPIDeps, ctx: RequestContext) -> dict[str, str]:
     return {f.name: f.flavorid for f in flavors.listing(deps.api_engine)}
 
 
-def bodies(ctx: RequestContext, base: str, ids: dict[str, str]) -> views.ServerBodies:
+def server_bodies(ctx: RequestContext, base: str, ids: dict[str, str]) -> views.ServerBodies:
+    """The request's body builder (see ``views.ServerBodies``)."""
     return views.ServerBodies(version=ctx.version, base=base, is_admin=ctx.is_admin, flavor_ids=ids)
 
 
@@ -81,7 +82,7 @@ def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: s
     if found.cell_down:
         return down_cell_body(deps, ctx, [found], base, ids)[0]
     if found.record is None:
-        return bodies(ctx, base, ids).detail(server_listing.row_of_build_request(found.build_request))
+        return server_bodies(ctx, base, ids).detail(server_listing.row_of_build_request(found.build_request))
     fault = None
     if found.record.vm_state.value in views.SHOWS_FAULT:
         engine = deps.cells.engine_of(found.cell) if found.cell else None
@@ -90,7 +91,7 @@ def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: s
                 if engine is not None else None
         except CellUnavailable:  # (gone down since the record was read: shown without it)
             fault = None
-    return bodies(ctx, base, ids).detail(server_listing.row_of_record(found.record, found.cell), fault)
+    return server_bodies(ctx, base, ids).detail(server_listing.row_of_record(found.record, found.cell), fault)
 
 
 def down_cell_body(deps: ComputeAPIDeps, ctx: RequestContext, found: list[Found], base: str,
@@ -328,7 +329,7 @@ class Servers:
                                                  marker=params.get("marker"), limit=limit,
                                                  shows_down=_shows_down(ctx, params, deleted), detail=detail)
             base = base_url(req)
-            view = bodies(ctx, base, ids)
+            view = server_bodies(ctx, base, ids)
             if detail:  # (the rows hold what the bodies show: nothing else is read but faults)
                 faults = server_listing.faults(self.deps, listed.rows)
                 shown = [view.detail(r, faults.get(r.uuid)) for r in listed.rows]
