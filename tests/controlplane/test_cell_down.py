@@ -64,6 +64,8 @@ def listed(p, path: str, headers) -> dict[str, dict]:
 def test_the_api_answers_for_a_cell_that_is_down(two_cells):
     p = two_cells
     one, two = boot_on(p, "host1", "one"), boot_on(p, "host2", "two")
+    service_ids = {(s["host"], s["binary"]): s["id"] for s in p.call("GET", "/v2.1/os-services",
+                                                                     headers=V69).json["services"]}
     restore = cut(p.cells, "cell2")
     try:
         detail = listed(p, "/v2.1/servers/detail", V69)
@@ -109,6 +111,22 @@ def test_the_api_answers_for_a_cell_that_is_down(two_cells):
             assert r.status_code == 503, (method, path, r.text)
             assert "cell (cell2) is unavailable" in r.json["serviceUnavailable"]["message"], r.text
         assert p.call("GET", "/v2.1/os-hypervisors", headers=V69).status_code == 200
+
+        # Changing a service that may be in the down cell: 503 (not 404: nobody can tell it is not there).
+        host2 = service_ids[("host2", "nova-compute")]
+        for method, path, body, headers in (
+                ("PUT", f"/v2.1/os-services/{host2}", {"status": "disabled"}, V69),
+                ("DELETE", f"/v2.1/os-services/{host2}", None, V69),
+                ("PUT", "/v2.1/os-services/disable", {"host": "host2", "binary": "nova-compute"}, V68 | {
+                    "OpenStack-API-Version": "compute 2.52"}),
+                ("DELETE", "/v2.1/os-services/1", None, {"OpenStack-API-Version": "compute 2.52"})):
+            r = p.call(method, path, body, headers=headers)
+            assert r.status_code == 503, (method, path, r.text)
+            assert "cell2" in r.json["serviceUnavailable"]["message"], r.text
+        # the healthy cell's services still change
+        r = p.call("PUT", f"/v2.1/os-services/{service_ids[('host1', 'nova-compute')]}", {"status": "enabled"},
+                   headers=V69)
+        assert r.status_code == 200 and r.json["service"]["status"] == "enabled", r.text
     finally:
         restore()
     # Back without restarting anything (once the skip window has passed).
@@ -213,3 +231,26 @@ def test_a_process_started_while_a_cell_is_down_serves_the_others(api_engine, de
         assert "connect_timeout=3" in catalog.engine_of("cell9").url.render_as_string()
     finally:
         catalog.close()
+
+
+def test_a_build_forced_onto_a_host_of_a_cell_just_back_is_placed_at_once(two_cells):
+    """While cell2 is down the scheduler's records show its hosts down; when
+    it answers again they are read again at once (the health guard's
+    on_change), not at the scheduler's next periodic refresh."""
+    p = two_cells
+    catalog = p.plane.scheduler.catalog
+    boot_on(p, "host2", "before")
+    restore = cut(p.cells, "cell2")
+    try:
+        catalog.invalidate()
+        catalog.size()  # read while cell2 is down: host2 shown down
+        assert p.call("GET", "/v2.1/servers/detail", headers=V69).status_code == 200
+    finally:
+        restore()
+    catalog.refresh_s = 3600.0  # no periodic refresh during the rest of the test
+    # the cell answers again (probed by a read once its skip window has passed)
+    wait_for(lambda: p.call("GET", "/v2.1/os-services", headers=V68).json["services"] and
+             "cell2" not in p.cells.health.down_cells(), timeout=10, what="cell2 back")
+    after = p.boot(name="after", availability_zone="nova:host2")
+    wait_for(lambda: p.status(after) in ("ACTIVE", "ERROR"), what="the forced build done")
+    assert p.status(after) == "ACTIVE"

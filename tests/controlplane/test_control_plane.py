@@ -58,7 +58,7 @@ def test_a_listing_shows_each_servers_newest_fault_in_one_read_per_cell(plane_fa
 
 
 def test_listings_page_newest_first_and_build_only_their_page(plane_factory, monkeypatch):
-    from billeting.api.compute import servers as servers_module
+    from billeting.api.compute import views
 
     p = plane_factory()
     p.flavor()
@@ -71,11 +71,11 @@ def test_listings_page_newest_first_and_build_only_their_page(plane_factory, mon
     name_of = {s["id"]: s["name"] for s in p.call("GET", "/v2.1/servers").json["servers"]}
 
     built = []
-    real = servers_module.server_body
-    monkeypatch.setattr(servers_module, "server_body", lambda *a, **k: built.append(1) or real(*a, **k))
+    real = views.ServerBodies.detail
+    monkeypatch.setattr(views.ServerBodies, "detail", lambda *a, **k: built.append(1) or real(*a, **k))
     first = p.call("GET", "/v2.1/servers?limit=2").json
     assert [s["id"] for s in first["servers"]] == newest_first[:2]
-    assert built == []  # the index shows what the listing's rows hold: no record is read whole
+    assert built == []  # the index shows what the listing's rows hold: no detail body is built
     assert len(p.call("GET", "/v2.1/servers/detail?limit=2").json["servers"]) == 2
     assert len(built) == 2  # only the page's bodies (the row after it only tells that a next page exists)
     assert first["servers_links"][0]["href"].endswith(f"/v2.1/servers?limit=2&marker={newest_first[1]}")

@@ -371,3 +371,40 @@ def test_a_cell_that_is_down_is_paged_after_the_others(listing_plane, api_engine
     # back once the cell answers again (probed after its short skip)
     wait_for(lambda: _walk(client, everyone, 69) == reference(servers, everyone, project="admin", admin=True,
                                                               version=90)[1], what="cell2 listed again")
+
+
+def test_a_listed_body_is_the_body_the_server_shows_alone(listing_plane, api_engine):
+    """A listing builds its bodies from the rows it merged (the columns its
+    page read); ``GET /servers/{id}`` from the record read whole: the two
+    agree for every server, in every state, build requests and cell0's
+    included, before and after 2.47 (flavor ids) and for admins or not."""
+    client, engines, _ = listing_plane
+    rng = random.Random(11)
+    servers = _servers(rng, 40)
+    _write(api_engine, engines, servers)
+    # a fault shown in ERROR and DELETED (the listing reads them per cell, the show its own)
+    for s in servers:
+        if s.cell and s.vm_state in ("error", "deleted", "active"):
+            inst.add_fault(engines[s.cell], s.uuid, inst.Fault(code=rng.choice((500, 409)), message=f"m-{s.uuid}",
+                                                               details="d"))
+    for s in servers[::5]:  # locked, some with a reason
+        if s.cell:
+            run_write(engines[s.cell], lambda conn, s=s: conn.execute(ct.instances.update().where(
+                ct.instances.c.uuid == s.uuid).values(locked_by="owner", locked_reason=s.name if s.az else None)))
+    compared = 0
+    for token, version, query in (("admin", 1, [("all_tenants", "1"), ("deleted", "true")]),
+                                  ("admin", 1, [("all_tenants", "1")]),
+                                  ("admin", 90, [("all_tenants", "1"), ("deleted", "true")]),
+                                  ("admin", 90, [("all_tenants", "1"), ("sort_key", "host")]),
+                                  ("alice:p1", 47, []), ("bob:p2", 73, [("name", "a")]), ("alice:p1", 91, [])):
+        headers = {"X-Auth-Token": token, "OpenStack-API-Version": f"compute 2.{version}"}
+        listed = client.simulate_get("/v2.1/servers/detail", query_string=urlencode(query), headers=headers)
+        assert listed.status_code == 200, listed.text
+        for body in listed.json["servers"]:
+            alone = client.simulate_get(f"/v2.1/servers/{body['id']}", headers=headers)
+            if alone.status_code == 404:  # (a deleted server shows in listings only)
+                assert body["status"] == "DELETED"
+                continue
+            assert alone.json["server"] == body, (token, version, body["id"])
+            compared += 1
+    assert compared > 40

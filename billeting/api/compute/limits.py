@@ -8,22 +8,39 @@ that are not deleted (built, building or in ERROR) and its server groups.
 from __future__ import annotations
 
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
-from billeting.api.compute.lookup import find_many
-from billeting.apidb import instance_mappings
+from billeting.api.compute.lookup import read_cell
+from billeting.apidb import build_requests
 from billeting.apidb import server_groups as group_store
-from billeting.cells.instances import VmState
+from billeting.cells import listing as cell_listing
+from billeting.cells.health import CellUnavailable
+from billeting.cells.usage import Usage, project_usage
 from billeting.common.db.tx import run_read
 
 UNLIMITED = -1
 
 
 def usage(deps: ComputeAPIDeps, project_id: str) -> dict[str, int]:
-    found = find_many(deps, instance_mappings.listing(deps.api_engine, project_id=project_id))
-    flavors = [f.record.flavor if f.record is not None else f.build_request.flavor for f in found
-               if f.record is None or f.record.vm_state != VmState.DELETED]
+    """The project's totals: each cell counts its own servers in SQL (a cell
+    that does not answer counts none), and the build requests add the
+    servers no cell holds yet. The build requests are read first: a server
+    handed to its cell meanwhile is then counted there, and only there."""
+    queued = build_requests.listing(deps.api_engine, project_id=project_id)
+    uuids = [br.instance_uuid for br in queued]
+    total = Usage()
+    placed: set[str] = set()
+    for cell, engine in sorted(deps.cells.all_engines().items()):
+        try:
+            total += read_cell(deps, cell, lambda: project_usage(engine, project_id))
+            if uuids:
+                placed |= read_cell(deps, cell, lambda: cell_listing.present(engine, uuids))
+        except CellUnavailable:
+            continue
+    for br in queued:
+        if br.instance_uuid not in placed:
+            total += Usage(instances=1, vcpus=br.flavor.vcpus, memory_mb=br.flavor.memory_mb)
     groups = run_read(deps.api_engine, lambda conn: group_store.list_groups(conn, project_id=project_id))
-    return {"totalCoresUsed": sum(f.vcpus for f in flavors), "totalInstancesUsed": len(flavors),
-            "totalRAMUsed": sum(f.memory_mb for f in flavors), "totalServerGroupsUsed": len(groups)}
+    return {"totalCoresUsed": total.vcpus, "totalInstancesUsed": total.instances,
+            "totalRAMUsed": total.memory_mb, "totalServerGroupsUsed": len(groups)}
 
 
 def absolute(ctx: RequestContext, used: dict[str, int]) -> dict[str, int]:

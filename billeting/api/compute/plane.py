@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import Engine
@@ -105,9 +106,21 @@ class ControlPlane:
                                      placement=placement)
         self.lifecycle = make_lifecycle_tasks(cells=cells, api_engine=api_engine, scheduler=self.scheduler,
                                               placement=placement, offload_at_once=shelve_offloads_at_once)
+        cells.health.on_change(self._cell_changed)
         self.deps = ComputeAPIDeps(api_engine=api_engine, cells=cells, scheduler=self.scheduler, cast_build=cast,
                                    moves=self.moves, lifecycle=self.lifecycle, on_service_change=self.scheduler.catalog.invalidate,
                                    service_down_time_s=service_down_time_s, enforcer=enforcer)
+
+    def _cell_changed(self, cell: str, up: bool, reason: str) -> None:
+        """A cell that answers again: the scheduler's host records of it are
+        from while it was down (its hosts shown down), so they are read again
+        at the next request rather than at the next periodic refresh; until
+        then a build forced onto one of its hosts would find no valid host.
+        On a thread of its own: the health guard calls this from within a
+        read, which may be the catalog's own refresh (holding its lock)."""
+        if up:
+            threading.Thread(target=self.scheduler.catalog.invalidate, name=f"catalog-invalidate-{cell}",
+                             daemon=True).start()
 
     def _submit(self, plan: sc.BuildPlan) -> None:
         def run() -> None:

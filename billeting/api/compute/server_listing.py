@@ -9,8 +9,12 @@ requests are another, short, stream. The streams are merged on the sort key
 reads about ``limit`` rows per cell whatever the total. Filters SQL cannot
 say (the name's regular expression, the flavor and the image, kept as
 JSON) are checked here on each row, and a cell whose rows they thin is read
-on in further batches from where the last one stopped. Only the rows of the
-page are then read whole and turned into bodies.
+on in further batches from where the last one stopped. A cell's read takes
+only the columns the page needs (a detail page: what its bodies show), so
+the page's bodies are built from the rows merged, without another read.
+When every filter is in SQL, each cell's first batch is exact and the
+batches are merged by sorting them together (``_sorted``), which costs a
+few C-level sorts rather than a Python comparison per row.
 """
 from __future__ import annotations
 
@@ -23,11 +27,12 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from operator import attrgetter
 
 from billeting.api.compute import name_filter, paging, partial, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request
-from billeting.api.compute.lookup import Found, cell_records, find, read_cell
+from billeting.api.compute.lookup import Found, find, read_cell
 from billeting.apidb import build_requests, instance_mappings
 from billeting.apidb.build_requests import BuildRequest
 from billeting.apidb.instance_mappings import InstanceMapping
@@ -159,14 +164,48 @@ def merge_key(order: tuple[SortKey, ...]) -> Callable[[ListedRow], tuple]:
     return lambda row: position(order, cell_listing.sort_values(row, order))
 
 
+def _nulls_low(column: str) -> Callable[[ListedRow], tuple]:
+    get = attrgetter(column)
+
+    def key(row: ListedRow) -> tuple:
+        v = get(row)
+        return (v is not None, v if v is not None else 0)
+    return key
+
+
+def _sorted(rows: list[ListedRow], order: tuple[SortKey, ...]) -> list[ListedRow]:
+    """``rows`` in ``order`` (the same as ``merge_key``'s): a stable sort per
+    run of keys that go the same way, the least significant run first (the
+    default order is one run: one sort, which finds each cell's rows in
+    order already and only merges them); a column that may be NULL sorts on
+    (not NULL, value), as ``position`` does."""
+    runs: list[list[SortKey]] = []
+    for key in order:
+        if runs and runs[-1][0].descending == key.descending:
+            runs[-1].append(key)
+        else:
+            runs.append([key])
+    for run in reversed(runs):
+        if not any(cell_listing.nullable(k.column) for k in run):
+            by = attrgetter(*(k.column for k in run))
+        elif len(run) == 1:
+            by = _nulls_low(run[0].column)
+        else:
+            parts = [_nulls_low(k.column) if cell_listing.nullable(k.column) else attrgetter(k.column)
+                     for k in run]
+            by = lambda row, parts=parts: tuple(part(row) for part in parts)  # noqa: E731
+        rows.sort(key=by, reverse=run[0].descending)
+    return rows
+
+
 # --- rows from the build requests, the cells and the marker ---------------------------
 
 def row_of_build_request(br: BuildRequest) -> ListedRow:
     return ListedRow(uuid=br.instance_uuid, name=br.name, project_id=br.project_id, user_id=br.user_id,
                      vm_state="building", task_state="scheduling", host=None, node=None,
                      availability_zone=br.availability_zone, created_at=br.created_at, updated_at=br.created_at,
-                     launched_at=None, deleted_at=None, flavor_name=br.flavor.name,
-                     image_id=br.image.id if br.image else None, cell=None)
+                     launched_at=None, deleted_at=None, flavor_json=cell_listing.as_json(br.flavor),
+                     image_json=cell_listing.as_json(br.image), cell=None)
 
 
 def row_of_record(record: inst.InstanceRecord, cell: str | None) -> ListedRow:
@@ -175,8 +214,9 @@ def row_of_record(record: inst.InstanceRecord, cell: str | None) -> ListedRow:
                      task_state=record.task_state.value if record.task_state is not None else None,
                      host=record.host, node=record.node, availability_zone=record.availability_zone,
                      created_at=record.created_at, updated_at=record.updated_at, launched_at=record.launched_at,
-                     deleted_at=record.deleted_at, flavor_name=record.flavor.name,
-                     image_id=record.image.id if record.image else None, cell=cell)
+                     deleted_at=record.deleted_at, flavor_json=cell_listing.as_json(record.flavor),
+                     image_json=cell_listing.as_json(record.image), locked_by=record.locked_by,
+                     locked_reason=record.locked_reason, cell=cell)
 
 
 def cell_page(deps: ComputeAPIDeps, cell: str, query: ListQuery) -> list[ListedRow]:
@@ -193,9 +233,10 @@ def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: Lis
     """The cell's rows that the listing keeps, in order, read batch by batch
     from where the previous batch ended; ``first`` is the first batch, read already."""
     rows = first
+    exact = filters.all_in_sql
     while True:
         for row in rows:
-            if filters.all_in_sql or filters.keeps(row):
+            if exact or filters.keeps(row):
                 yield row
         if len(rows) < query.limit:
             return
@@ -203,7 +244,7 @@ def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: Lis
         grown = query.limit if filters.all_in_sql else min(query.limit * 4, MAX_BATCH)
         query = ListQuery(filters=query.filters, order=query.order,
                           after=cell_listing.sort_values(rows[-1], query.order), limit=grown,
-                          with_flavor_image=query.with_flavor_image)
+                          columns=query.columns)
         try:
             rows = cell_page(deps, cell, query)
         except CellUnavailable:  # gone down under this listing: what it showed stays shown
@@ -211,15 +252,14 @@ def _cell_stream(deps: ComputeAPIDeps, cell: str, query: ListQuery, filters: Lis
             return
 
 
-def _build_requests(deps: ComputeAPIDeps, filters: ListingFilters) -> tuple[list[ListedRow],
-                                                                          dict[str, BuildRequest]]:
+def _build_requests(deps: ComputeAPIDeps, filters: ListingFilters) -> list[ListedRow]:
     """The servers the API database holds as build requests that the
     listing keeps (some may have reached their cell since: see
-    ``_first_batches``), and their build requests."""
+    ``_first_batches``)."""
     if filters.sql.deleted is True:
-        return [], {}
-    brs = {br.instance_uuid: br for br in build_requests.listing(deps.api_engine, project_id=filters.sql.project_id)}
-    return [r for r in map(row_of_build_request, brs.values()) if filters.keeps(r)], brs
+        return []
+    brs = build_requests.listing(deps.api_engine, project_id=filters.sql.project_id)
+    return [r for r in map(row_of_build_request, brs) if filters.keeps(r)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,21 +333,28 @@ def marker_row(deps: ComputeAPIDeps, ctx: RequestContext, marker: str, filters: 
 class ListedPage:
     rows: list[ListedRow]        # the page's servers, in order
     more: bool                   # whether the listing goes on after them
-    brs: dict[str, BuildRequest]  # the build requests of the rows that are one
     down: list[Found] = dataclasses.field(default_factory=list)  # then servers of cells that are down
 
-    def found(self, deps: ComputeAPIDeps) -> list[Found]:
-        """The page's servers read whole (what their full bodies show): one read per cell."""
-        return _found(deps, self.rows, self.brs)
+
+def columns_of(filters: ListingFilters, order: tuple[SortKey, ...], *, detail: bool) -> frozenset[str]:
+    """What a cell's read of the listing takes: a detail page what its
+    bodies show; rows checked here every scalar (and the flavor and image
+    when filtered on); otherwise the uuid, the name and the sort columns."""
+    if detail:
+        return cell_listing.DETAIL
+    if not filters.all_in_sql:
+        return cell_listing.FLAVOR_IMAGE if filters.needs_flavor_image else cell_listing.SCALARS
+    return cell_listing.order_columns(order)
 
 
 def list_servers(deps: ComputeAPIDeps, ctx: RequestContext, *, filters: ListingFilters,
                  order: tuple[SortKey, ...], marker: str | None, limit: int | None,
-                 shows_down: bool = False) -> ListedPage:
+                 shows_down: bool = False, detail: bool = False) -> ListedPage:
     """The page of the listing after ``marker`` (None: from the start), of at
-    most ``limit`` servers (None: all). With ``shows_down``, the servers of
-    cells that do not answer follow all the others (oldest first), as the
-    API database knows them."""
+    most ``limit`` servers (None: all); ``detail``: rows with every column a
+    detail body shows. With ``shows_down``, the servers of cells that do not
+    answer follow all the others (oldest first), as the API database knows
+    them."""
     after = None
     key = merge_key(order)
     down_marker: Found | None = None
@@ -319,44 +366,51 @@ def list_servers(deps: ComputeAPIDeps, ctx: RequestContext, *, filters: ListingF
             after = cell_listing.sort_values(place, order)
     wanted = None if limit is None else min(limit, sys.maxsize - 1) + 1  # one more tells whether a next page exists
     if wanted == 1:
-        return ListedPage(rows=[], more=False, brs={})
+        return ListedPage(rows=[], more=False)
     cells = sorted(deps.cells.all_engines())
     if down_marker is not None:  # every other server came before it
         down = _down_servers(deps, filters, set(deps.cells.health.down_cells()) & set(cells), down_marker)
-        return _cut([], down, wanted, {})
+        return _cut([], down, wanted)
     # The build requests first: a server handed to its cell meanwhile is then in the cell's read.
-    building, brs = _build_requests(deps, filters)
+    building = _build_requests(deps, filters)
     if after is not None:
         start = position(order, after)
         building = [r for r in building if start < key(r)]
     batch = min(wanted or MAX_BATCH, MAX_BATCH)
     query = ListQuery(filters=filters.sql, order=order, after=after, limit=batch,
-                      with_flavor_image=filters.needs_flavor_image)
+                      columns=columns_of(filters, order, detail=detail))
     firsts = _first_batches(deps, cells, query, building)
     placed = set().union(*(f.placed for f in firsts.values()))
     building = [r for r in building if r.uuid not in placed]
-    streams = [_cell_stream(deps, cell, query, filters, firsts[cell].rows) for cell in cells
-               if not firsts[cell].down]
-    merged = heapq.merge(sorted(building, key=key), *streams, key=key)
-    rows = list(itertools.islice(merged, wanted)) if wanted is not None else list(merged)
+    answered = [firsts[cell].rows for cell in cells if not firsts[cell].down]
+    whole = filters.all_in_sql and wanted is not None and batch >= wanted
+    if all(whole or len(first) < batch for first in answered):
+        # Each cell's first batch holds all it can add to the page: one sort.
+        exact = filters.all_in_sql
+        kept = building + [row for first in answered for row in first if exact or filters.keeps(row)]
+        rows = _sorted(kept, order)[:wanted]
+    else:
+        streams = [_cell_stream(deps, cell, query, filters, firsts[cell].rows) for cell in cells
+                   if not firsts[cell].down]
+        merged = heapq.merge(sorted(building, key=key), *streams, key=key)
+        rows = list(itertools.islice(merged, wanted)) if wanted is not None else list(merged)
     down_cells = {cell for cell, first in firsts.items() if first.down}
     down = _down_servers(deps, filters, down_cells, None) if shows_down and down_cells and (
         wanted is None or len(rows) < wanted) else []
-    return _cut(rows, down, wanted, brs)
+    return _cut(rows, down, wanted)
 
 
-def _cut(rows: list[ListedRow], down: list[Found], wanted: int | None,
-         brs: dict[str, BuildRequest]) -> ListedPage:
+def _cut(rows: list[ListedRow], down: list[Found], wanted: int | None) -> ListedPage:
     """The page of ``rows`` then ``down``, cut at ``wanted`` less one."""
     if wanted is None:
-        return ListedPage(rows=rows, more=False, brs=brs, down=down)
+        return ListedPage(rows=rows, more=False, down=down)
     down = down[:max(0, wanted - len(rows))]
     more = len(rows) + len(down) == wanted
     if more and down:
         down = down[:-1]
     elif more:
         rows = rows[:-1]
-    return ListedPage(rows=rows, more=more, brs=brs, down=down)
+    return ListedPage(rows=rows, more=more, down=down)
 
 
 def _down_servers(deps: ComputeAPIDeps, filters: ListingFilters, down_cells: set[str],
@@ -382,34 +436,18 @@ def _down_servers(deps: ComputeAPIDeps, filters: ListingFilters, down_cells: set
     return [Found(m, None, None, cell_down=True) for m in ordered]
 
 
-def _found(deps: ComputeAPIDeps, rows: list[ListedRow], brs: dict[str, BuildRequest]) -> list[Found]:
-    """The page's servers read whole: one read per cell, the cells side by side."""
+def faults(deps: ComputeAPIDeps, rows: list[ListedRow]) -> dict[str, inst.Fault]:
+    """The newest fault of every row whose body shows one: one read per cell."""
     by_cell: dict[str, list[str]] = {}
     for row in rows:
-        if row.cell is not None:
+        if row.cell is not None and row.vm_state in views.SHOWS_FAULT:
             by_cell.setdefault(row.cell, []).append(row.uuid)
-
-    def read(cell: str) -> dict[str, inst.InstanceRecord] | None:
-        try:
-            return cell_records(deps, cell, by_cell[cell])
-        except CellUnavailable:  # gone down since its rows were read
-            return None
-
-    records: dict[str, inst.InstanceRecord] = {}
-    gone: set[str] = set()
-    for cell, part in zip(by_cell, map(read, by_cell) if len(by_cell) < 2 else _readers().map(read, by_cell)):
-        if part is None:
-            gone.add(cell)
-        else:
-            records.update(part)
-    found = []
-    for row in rows:
-        mapping = InstanceMapping(instance_uuid=row.uuid, cell=row.cell, project_id=row.project_id,
-                                  user_id=row.user_id)
-        if row.cell is None:
-            found.append(Found(mapping, None, brs[row.uuid]))
-        elif row.cell in gone:
-            found.append(Found(mapping, None, None, cell_down=True))
-        elif row.uuid in records:  # (a row gone since the first read is left out)
-            found.append(Found(mapping, records[row.uuid], None))
+    found: dict[str, inst.Fault] = {}
+    for cell, uuids in by_cell.items():
+        engine = deps.cells.engine_of(cell)
+        if engine is not None:
+            try:
+                found.update(read_cell(deps, cell, lambda: inst.latest_faults(engine, uuids)))
+            except CellUnavailable:  # (gone down since its rows were read: shown without)
+                pass
     return found

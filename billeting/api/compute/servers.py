@@ -71,51 +71,27 @@ def flavor_ids(deps: ComputeAPIDeps, ctx: RequestContext) -> dict[str, str]:
     return {f.name: f.flavorid for f in flavors.listing(deps.api_engine)}
 
 
-_SHOWS_FAULT = ("error", "deleted")
+def server_bodies(ctx: RequestContext, base: str, ids: dict[str, str]) -> views.ServerBodies:
+    """The request's body builder (see ``views.ServerBodies``)."""
+    return views.ServerBodies(version=ctx.version, base=base, is_admin=ctx.is_admin, flavor_ids=ids)
 
 
-def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: str,
-                ids: dict[str, str] | None = None, faults: dict[str, inst.Fault] | None = None) -> dict:
-    """``faults``: the newest fault of the servers being listed, read for all
-    of them at once (see ``_faults``); a single server reads its own."""
-    if ids is None:
-        ids = flavor_ids(deps, ctx)
+def server_body(deps: ComputeAPIDeps, ctx: RequestContext, found: Found, base: str) -> dict:
+    """The body of one server (``GET /servers/{id}``, the actions that answer with it)."""
+    ids = flavor_ids(deps, ctx)
     if found.cell_down:
         return down_cell_body(deps, ctx, [found], base, ids)[0]
     if found.record is None:
-        return views.server_from_build_request(found.build_request, version=ctx.version, base=base,
-                                               is_admin=ctx.is_admin,
-                                               flavorid=ids.get(found.build_request.flavor.name))
+        return server_bodies(ctx, base, ids).detail(server_listing.row_of_build_request(found.build_request))
     fault = None
-    if found.record.vm_state.value in _SHOWS_FAULT:
-        if faults is not None:
-            fault = faults.get(found.record.uuid)
-        else:
-            engine = deps.cells.engine_of(found.cell) if found.cell else None
-            try:
-                fault = read_cell(deps, found.cell, lambda: inst.latest_fault(engine, found.record.uuid)) \
-                    if engine is not None else None
-            except CellUnavailable:  # (gone down since the record was read: shown without it)
-                fault = None
-    return views.server_from_record(found.record, fault, version=ctx.version, base=base, is_admin=ctx.is_admin,
-                                    flavorid=ids.get(found.record.flavor.name))
-
-
-def _faults(deps: ComputeAPIDeps, found: list[Found]) -> dict[str, inst.Fault]:
-    """The newest fault of every listed server that shows one: one read per cell."""
-    by_cell: dict[str, list[str]] = {}
-    for f in found:
-        if f.record is not None and f.cell and f.record.vm_state.value in _SHOWS_FAULT:
-            by_cell.setdefault(f.cell, []).append(f.record.uuid)
-    faults: dict[str, inst.Fault] = {}
-    for cell, uuids in by_cell.items():
-        engine = deps.cells.engine_of(cell)
-        if engine is not None:
-            try:
-                faults.update(read_cell(deps, cell, lambda: inst.latest_faults(engine, uuids)))
-            except CellUnavailable:  # (gone down since its records were read: shown without)
-                pass
-    return faults
+    if found.record.vm_state.value in views.SHOWS_FAULT:
+        engine = deps.cells.engine_of(found.cell) if found.cell else None
+        try:
+            fault = read_cell(deps, found.cell, lambda: inst.latest_fault(engine, found.record.uuid)) \
+                if engine is not None else None
+        except CellUnavailable:  # (gone down since the record was read: shown without it)
+            fault = None
+    return server_bodies(ctx, base, ids).detail(server_listing.row_of_record(found.record, found.cell), fault)
 
 
 def down_cell_body(deps: ComputeAPIDeps, ctx: RequestContext, found: list[Found], base: str,
@@ -351,20 +327,19 @@ class Servers:
         with gcpause.paused():
             listed = server_listing.list_servers(self.deps, ctx, filters=filters, order=order,
                                                  marker=params.get("marker"), limit=limit,
-                                                 shows_down=_shows_down(ctx, params, deleted))
+                                                 shows_down=_shows_down(ctx, params, deleted), detail=detail)
             base = base_url(req)
-            if detail:
-                found = listed.found(self.deps)
-                faults = _faults(self.deps, found)
-                bodies = [server_body(self.deps, ctx, f, base, ids, faults) for f in found]
-            else:  # what the index shows the listing's rows hold
-                bodies = [{"id": r.uuid, "name": r.name, "links": views.link(base, "servers", r.uuid)}
-                          for r in listed.rows]
+            view = server_bodies(ctx, base, ids)
+            if detail:  # (the rows hold what the bodies show: nothing else is read but faults)
+                faults = server_listing.faults(self.deps, listed.rows)
+                shown = [view.detail(r, faults.get(r.uuid)) for r in listed.rows]
+            else:
+                shown = [view.index(r.uuid, r.name) for r in listed.rows]
             if listed.down:  # after every other server (see _shows_down)
-                bodies += down_cell_body(self.deps, ctx, listed.down, base, ids, detail=detail)
-            links = (paging.next_link(req, "servers/detail" if detail else "servers", limit, bodies[-1]["id"])
-                     if listed.more and bodies else [])
-            resp.data = orjson.dumps({"servers": bodies, **({"servers_links": links} if links else {})})
+                shown += down_cell_body(self.deps, ctx, listed.down, base, ids, detail=detail)
+            links = (paging.next_link(req, "servers/detail" if detail else "servers", limit, shown[-1]["id"])
+                     if listed.more and shown else [])
+            resp.data = orjson.dumps({"servers": shown, **({"servers_links": links} if links else {})})
 
 
 class Server:

@@ -8,7 +8,7 @@ import falcon
 
 from billeting.api.compute import availability_zones, paging, partial, schemas, views
 from billeting.api.compute.context import ComputeAPIDeps, RequestContext
-from billeting.api.compute.errors import bad_request, conflict, not_found
+from billeting.api.compute.errors import NovaError, bad_request, conflict, not_found
 from billeting.apidb import cell_mappings
 from billeting.cells import instances as inst
 from billeting.cells import moves as cell_moves
@@ -70,17 +70,32 @@ def service_view(cell: str, record: svc.ServiceRecord, ctx: RequestContext, down
     return body
 
 
+def cells_unavailable(down: set[str], what: str) -> NovaError:
+    """The 503 of a change to a service that may be in a cell that does not
+    answer (a 404 would say it does not exist, which nobody can tell)."""
+    names = ", ".join(sorted(down))
+    return NovaError(503, f"{what} may be in a cell that is unavailable ({names}): its database does not "
+                          "answer. Please retry later.")
+
+
 def _service(deps: ComputeAPIDeps, service_id: str, *, by_uuid: bool) -> tuple[str, svc.ServiceRecord]:
     """(cell, record) of the service ``service_id`` names: its uuid (2.53+),
-    else its row id, which two cells may share (a 400 then); a 404 for none."""
+    else its row id, which two cells may share (a 400 then); a 404 for none,
+    a 503 when a cell that could hold it does not answer."""
+    down: set[str] = set()
+    found = _all_services(deps, down)
     if by_uuid:
-        match = [(c, r) for c, r in _all_services(deps) if service_uuid(c, r.host, r.binary) == service_id]
+        match = [(c, r) for c, r in found if service_uuid(c, r.host, r.binary) == service_id]
     else:
-        match = [(c, r) for c, r in _all_services(deps) if str(r.id) == service_id]
+        match = [(c, r) for c, r in found if str(r.id) == service_id]
         if len(match) > 1:
             raise bad_request(f"Service id {service_id} is in more than one cell; use microversion 2.53 or "
                               "later (uuids).")
+        if down:  # (a down cell may hold the same row id: which one is meant cannot be told)
+            raise cells_unavailable(down, f"Service {service_id}")
     if not match:
+        if down:
+            raise cells_unavailable(down, f"Service {service_id}")
         raise not_found(f"Service {service_id} could not be found.")
     return match[0]
 
@@ -114,10 +129,16 @@ class Services:
     def _change(self, cell: str, record: svc.ServiceRecord, *, disabled: bool | None, reason: str | None,
                 forced_down: bool | None) -> svc.ServiceRecord:
         engine = self.deps.cells.engine_of(cell)
-        if disabled is not None:
-            svc.set_disabled(engine, record.host, disabled, reason=reason, binary=record.binary)
-        if forced_down is not None:
-            svc.set_forced_down(engine, record.host, forced_down, binary=record.binary)
+
+        def write() -> None:
+            if disabled is not None:
+                svc.set_disabled(engine, record.host, disabled, reason=reason, binary=record.binary)
+            if forced_down is not None:
+                svc.set_forced_down(engine, record.host, forced_down, binary=record.binary)
+        try:  # (the cell may have stopped answering since the service was read)
+            self.deps.cells.read(cell, write, deadline=False)
+        except CellUnavailable:
+            raise cells_unavailable({cell}, f"Service {record.host}/{record.binary}") from None
         if record.binary == svc.COMPUTE:
             bus = self.deps.cells.bus_of(cell)
             if bus is not None:
@@ -186,8 +207,11 @@ class Services:
             raise not_found("The resource could not be found.")
         schemas.check(doc, schemas.SERVICE_LEGACY)
         binary = _OUR_BINARY.get(doc["binary"], doc["binary"])
-        match = [(c, r) for c, r in _all_services(self.deps) if r.host == doc["host"] and r.binary == binary]
+        down: set[str] = set()
+        match = [(c, r) for c, r in _all_services(self.deps, down) if r.host == doc["host"] and r.binary == binary]
         if not match:
+            if down:
+                raise cells_unavailable(down, f"Host '{doc['host']}'")
             raise not_found(f"Host '{doc['host']}' is not mapped to any cell")
         cell, record = match[0]
         body = {"host": record.host, "binary": doc["binary"]}
