@@ -13,7 +13,7 @@ from sqlalchemy import event
 from billeting.placement import candidates
 from billeting.placement.candidates import engine as engine_mod, names, summary_cache, world as world_mod
 from billeting.placement.candidates.combine import dedupe_key
-from tests.api.test_allocation_candidates_fleet import Fleet, canonical
+from tests.placement.api.test_allocation_candidates_fleet import Fleet, canonical
 
 # Every test here runs with summaries read directly and through the cache.
 pytestmark = pytest.mark.usefixtures("summary_paths")

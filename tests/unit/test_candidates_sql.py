@@ -8,7 +8,7 @@ import random
 import pytest
 
 from billeting.placement.candidates import sql
-from tests.api.test_allocation_candidates_fleet import Fleet
+from tests.placement.api.test_allocation_candidates_fleet import Fleet
 from tests.unit.test_candidates_engine import build, random_query
 
 

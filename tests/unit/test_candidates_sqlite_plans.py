@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import event
 
-from tests.api.test_allocation_candidates_fleet import Fleet
+from tests.placement.api.test_allocation_candidates_fleet import Fleet
 
 pytestmark = pytest.mark.usefixtures("summary_paths")
 

@@ -7,7 +7,7 @@ described but not required). Request bodies are the very JSON schemas the
 handlers validate with (``schemas``); answer bodies are written here after
 ``views`` and the handlers, closed (``additionalProperties: false``) so
 that an undocumented key fails the schema-driven fuzz test
-(``tests/controlplane/test_fuzz.py``). Every error is Nova's fault
+(``tests/api/compute/test_fuzz.py``). Every error is Nova's fault
 document, ``{"<kind>": {"code": <status>, "message": "…"}}``.
 
 The ``/v2`` prefix serves the same calls as ``/v2.1`` and is not repeated.

@@ -31,7 +31,7 @@ _TABLE = [
 def load_routes() -> tuple[list[tuple[str, type]], list[str]]:
     """Return the loadable routes and the paths whose module is not written yet.
 
-    ``tests/api/test_routes.py`` asserts the second list is empty, so a
+    ``tests/placement/api/test_routes.py`` asserts the second list is empty, so a
     missing handler module can never ship unnoticed.
     """
     routes, missing = [], []
