@@ -262,9 +262,10 @@ class Scheduler:
                                 cap=self.settings.max_placement_results,
                                 every=sample_mod.needs_every(group, n))
 
-    def _prepare(self, request, located, records, near: Domain | None, size: int | None = None):
+    def _prepare(self, request, located, records, near: Domain | None, size: int | None = None,
+                 alternates: int = 0):
         decision, query, qs = self._query(request, located, records, near, size)
-        offer = self._offer(query, decision)
+        offer = self._offer(query, decision, alternates)
         decision.version = offer.version
         return decision, offer, query, qs
 
@@ -281,11 +282,12 @@ class Scheduler:
             raise InvalidRequest(f"this Placement cannot answer the request: {exc}") from None
         return decision, query, qs
 
-    def _offer(self, query, decision: Decision | None = None) -> _Offer:
+    def _offer(self, query, decision: Decision | None = None, alternates: int = 0) -> _Offer:
         """Ask Placement once; for a group kept apart per failure domain,
         once per domain the sample must span (``domain_sample``)."""
         group = decision.request.server_group if decision is not None else None
-        needed = sample_mod.domains_needed(group, decision.request.num_instances) if group is not None else 1
+        needed = (sample_mod.domains_needed(group, decision.request.num_instances, alternates)
+                  if group is not None else 1)
         try:
             if needed > 1 and query.limit is not None:
                 candidates, truncated = domain_sample.ask(
@@ -351,10 +353,10 @@ class Scheduler:
         docs/design/select-destinations.md#several-instances), or claim nothing."""
         started = time.perf_counter()
         if prepared is None:
-            decision, offer, query, qs = self._prepare(request, located, records, near, size)
+            decision, offer, query, qs = self._prepare(request, located, records, near, size, alternates)
         else:  # (decision, query, qs) built by the caller
             decision, query, qs = prepared
-            offer = self._offer(query, decision)
+            offer = self._offer(query, decision, alternates)
             decision.version = offer.version
         hosts = offer.hosts
         offered = len(hosts)

@@ -109,13 +109,14 @@ def group_wanted(group: ServerGroup | None, instances: int) -> int:
     return len(group.members) // group.max_server_per_host
 
 
-def domains_needed(group: ServerGroup | None, instances: int) -> int:
+def domains_needed(group: ServerGroup | None, instances: int, alternates: int = 0) -> int:
     """Distinct domains (at the group's level) a sample should span for the
     request's instances to keep apart: hard anti-affinity needs
-    ⌈instances / max per domain⌉, soft anti-affinity spreads one per
-    instance when it can; 1 (any sample will do) otherwise."""
+    ⌈instances / max per domain⌉, and ``alternates`` more (an alternate
+    must be in a domain no sibling holds); soft anti-affinity spreads one
+    per instance when it can; 1 (any sample will do) otherwise."""
     if group is None or group.scope == HOST_SCOPE or not group.anti or instances < 2:
         return 1
     if group.hard:
-        return -(-instances // group.max_server_per_host)
+        return -(-instances // group.max_server_per_host) + alternates
     return instances

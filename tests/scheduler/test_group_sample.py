@@ -71,6 +71,7 @@ def test_group_sizes_end_on_every_candidate():
     # "all" keeps the behaviour before sampling: a group asks for everything at once
     assert sample.sizes("all", fleet=5000, wanted=5, cap=50, every=True) == (sample.EVERY,)
     assert sample.domains_needed(g, 3) == 3 and sample.domains_needed(g, 1) == 1
+    assert sample.domains_needed(g, 3, alternates=2) == 5  # alternates lie where no sibling is
     assert sample.domains_needed(msgspec.structs.replace(g, max_server_per_host=2), 5) == 3
     assert sample.domains_needed(msgspec.structs.replace(g, policy="soft-anti-affinity"), 4) == 4
     assert sample.domains_needed(msgspec.structs.replace(g, policy="affinity"), 3) == 1
@@ -148,3 +149,12 @@ def test_a_full_fleet_ends_in_no_valid_host_after_one_query(racks, make_schedule
     with pytest.raises(NoValidHost):
         scheduler.select_destinations(group_request(3))
     assert counting.limits == [3]  # Placement's answer was empty, so complete: nothing to grow
+
+
+def test_alternates_come_from_a_rack_no_sibling_holds(racks, make_scheduler, counting, from_the_first_host):
+    scheduler = make_scheduler(SchedulerSettings(candidate_sample="2"), client=counting)
+    lines = scheduler.select_destinations(group_request(3), alternates=1)
+    chosen = {rack_of(racks.name_of(line[0].compute_node_uuid)) for line in lines}
+    assert len(chosen) == 3 and all(len(line) == 2 for line in lines)
+    assert all(rack_of(racks.name_of(line[1].compute_node_uuid)) not in chosen for line in lines)
+    assert counting.limits == [4, 4, 4, 4]  # a sample of 4 (3 instances + 1 alternate) from each of 4 racks
