@@ -69,15 +69,13 @@ def check(setting: str) -> None:
 
 def sizes(setting: str, *, fleet: int, wanted: int, cap: int, every: bool = False) -> tuple[int, ...]:
     """The candidate limits to try, smallest first, the last one ``cap``
-    (``every``: then ``EVERY``; with ``all``, ``EVERY`` alone, as before
-    sampling).
+    (``every``: then ``EVERY``; where nothing is sampled, with ``all`` or a
+    small fleet, ``EVERY`` alone, as before sampling).
 
     ``fleet``: hosts the scheduler knows; ``wanted``: distinct hosts the
     request could use (instances + alternates); ``cap``: max_placement_results."""
-    if setting == ALL:
+    if setting == ALL or (setting == ADAPTIVE and fleet <= SMALL_FLEET):
         return (EVERY,) if every else (cap,)
-    if setting == ADAPTIVE and fleet <= SMALL_FLEET:
-        return (cap, EVERY) if every else (cap,)
     if setting == ADAPTIVE:
         first = max(MIN_SAMPLE, 2 * wanted, math.ceil(math.log2(max(fleet, 2))))
     else:

@@ -67,8 +67,8 @@ def test_group_sizes_end_on_every_candidate():
     assert sample.needs_every(g, 3) and not sample.needs_every(g, 1) and not sample.needs_every(None, 3)
     assert sample.needs_every(ServerGroup(uuid="h", policy="affinity"), 1)  # host scope
     assert sample.sizes("adaptive", fleet=5000, wanted=5, cap=50, every=True) == (13, 50, sample.EVERY)
-    assert sample.sizes("adaptive", fleet=50, wanted=5, cap=50, every=True) == (50, sample.EVERY)
-    # "all" keeps the behaviour before sampling: a group asks for everything at once
+    # where nothing is sampled ("all", or up to 100 hosts) a group asks for everything at once, as before
+    assert sample.sizes("adaptive", fleet=50, wanted=5, cap=50, every=True) == (sample.EVERY,)
     assert sample.sizes("all", fleet=5000, wanted=5, cap=50, every=True) == (sample.EVERY,)
     assert sample.domains_needed(g, 3) == 3 and sample.domains_needed(g, 1) == 1
     assert sample.domains_needed(g, 3, alternates=2) == 5  # alternates lie where no sibling is
