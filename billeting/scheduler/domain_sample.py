@@ -73,7 +73,9 @@ def ask(query: CandidateQuery, level: str, needed: int, *, candidates: Callable[
     requests = list(answer.allocation_requests)
     summaries = dict(answer.provider_summaries)
     last_cut = truncated
-    while last_cut and len(seen) < needed:
+    # (no domain at all among the first hosts: the level means nothing to
+    # them, and leaving nothing out would only ask the same again)
+    while last_cut and seen and len(seen) < needed:
         step = leave_out(query, frozenset(seen))
         more = candidates(step)
         last_cut = len(more.allocation_requests) >= step.limit  # type: ignore[operator]
