@@ -42,6 +42,7 @@ from billeting.placement_client.model import AllocationRequest, CandidateQuery
 from billeting.placement_client.query import UnsupportedQuery, query_string
 from billeting.scheduler import alternates as alternates_mod
 from billeting.scheduler import claiming
+from billeting.scheduler import domain_sample
 from billeting.scheduler import explain as explain_mod
 from billeting.scheduler import metrics
 from billeting.scheduler import query as query_mod
@@ -257,12 +258,15 @@ class Scheduler:
             fleet = self.catalog.size() if setting == sample_mod.ADAPTIVE else 0
         except PlacementError as exc:  # the catalog's own reads of Placement
             raise PlacementTrouble(f"Placement could not list the hosts: {exc.detail or exc}") from None
-        return sample_mod.sizes(setting, fleet=fleet, wanted=request.num_instances + alternates,
-                                cap=self.settings.max_placement_results)
+        group, n = request.server_group, request.num_instances
+        return sample_mod.sizes(setting, fleet=fleet, wanted=n + alternates + sample_mod.group_wanted(group, n),
+                                cap=self.settings.max_placement_results,
+                                every=sample_mod.needs_every(group, n))
 
-    def _prepare(self, request, located, records, near: Domain | None, size: int | None = None):
+    def _prepare(self, request, located, records, near: Domain | None, size: int | None = None,
+                 alternates: int = 0):
         decision, query, qs = self._query(request, located, records, near, size)
-        offer = self._offer(query)
+        offer = self._offer(query, decision, alternates)
         decision.version = offer.version
         return decision, offer, query, qs
 
@@ -279,10 +283,20 @@ class Scheduler:
             raise InvalidRequest(f"this Placement cannot answer the request: {exc}") from None
         return decision, query, qs
 
-    def _offer(self, query) -> _Offer:
-        """Ask Placement once."""
+    def _offer(self, query, decision: Decision | None = None, alternates: int = 0) -> _Offer:
+        """Ask Placement once; for a group kept apart per failure domain,
+        once per domain the sample must span (``domain_sample``)."""
+        group = decision.request.server_group if decision is not None else None
+        needed = (sample_mod.domains_needed(group, decision.request.num_instances, alternates)
+                  if group is not None else 1)
         try:
-            candidates = self.client.allocation_candidates(query)
+            if needed > 1 and query.limit is not None:
+                candidates, truncated = domain_sample.ask(
+                    query, group.scope, needed, candidates=self.client.allocation_candidates,
+                    records=self.catalog.records, directory=self.directory)
+            else:
+                candidates = self.client.allocation_candidates(query)
+                truncated = query.limit is not None and len(candidates.allocation_requests) >= query.limit
         except UnsupportedQuery as exc:
             raise InvalidRequest(f"this Placement cannot answer the request: {exc}") from None
         except PlacementError as exc:
@@ -294,7 +308,6 @@ class Scheduler:
             records = self.catalog.records(roots)
         except PlacementError as exc:  # the catalog's own reads of Placement
             raise PlacementTrouble(f"Placement could not list the hosts: {exc.detail or exc}") from None
-        truncated = query.limit is not None and len(candidates.allocation_requests) >= query.limit
         return _Offer(host_states(candidates, records, self.directory), candidates.version, truncated)
 
     def _select(self, request, alternates, located, records, level: str | None,
@@ -341,10 +354,10 @@ class Scheduler:
         docs/design/select-destinations.md#several-instances), or claim nothing."""
         started = time.perf_counter()
         if prepared is None:
-            decision, offer, query, qs = self._prepare(request, located, records, near, size)
+            decision, offer, query, qs = self._prepare(request, located, records, near, size, alternates)
         else:  # (decision, query, qs) built by the caller
             decision, query, qs = prepared
-            offer = self._offer(query)
+            offer = self._offer(query, decision, alternates)
             decision.version = offer.version
         hosts = offer.hosts
         offered = len(hosts)

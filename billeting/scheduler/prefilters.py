@@ -19,9 +19,11 @@ They run in ``order``; what each adds:
 * image type support / image metadata (when enabled) → ``root_required=...``
 * disabled computes → ``root_required=!COMPUTE_STATUS_DISABLED``
 
-A pre-filter that makes the filters need every candidate (host-level server
-groups, same/different host hints, a host with several nodes) drops the
-query's limit. ``Unsatisfiable`` says, before asking Placement at all, that
+A pre-filter that makes the filters need every candidate (same/different
+host hints, a host with several nodes) drops the query's limit. Server
+groups do not: their requests are sampled, ending on an unlimited query
+(``sample``), and a group kept apart per failure domain samples enough
+domains (``domain_sample``). ``Unsatisfiable`` says, before asking Placement at all, that
 a request cannot succeed and why.
 
 Cost: no database or Placement reads; lookups in the directory and the
@@ -231,8 +233,9 @@ class FailureDomains(PreFilter):
 class ServerGroup(PreFilter):
     """A group scoped to a level: the domains already holding the most
     members anti-affinity allows are left out; affinity keeps to the
-    members' domain. Host-scoped groups and several instances at once need
-    every candidate (the filters and the siblings' spread)."""
+    members' domain. The query keeps its limit: host-scoped groups and
+    several instances at once grow their sample up to no limit at all
+    (``sample.needs_every``)."""
 
     name, order = "ServerGroup", 50
 
@@ -241,8 +244,6 @@ class ServerGroup(PreFilter):
 
     def apply(self, draft, decision, catalog):
         group = decision.request.server_group
-        if group.scope == HOST_SCOPE or decision.request.num_instances > 1:
-            draft.limit = None
         if group.scope == HOST_SCOPE or not group.hard:
             return
         if group.anti:

@@ -21,6 +21,7 @@ from billeting.scheduler.decision import Decision
 from billeting.scheduler.directory import Domain
 from billeting.scheduler.prefilters import REGISTRY, Draft, Unsatisfiable, build_all
 from billeting.scheduler.request import HOST_SCOPE, ScheduleRequest
+from billeting.scheduler.sample import EVERY
 
 _built: tuple[int, list] = (-1, [])
 
@@ -99,9 +100,13 @@ def build(decision: Decision, catalog: HostCatalog, *, version: tuple[int, int],
     """The Placement query of ``decision``'s request: the request's own
     groups and root traits, with what every active pre-filter adds.
     ``sample``: ask for at most that many candidates (the sample stage's
-    size), unless a pre-filter needs every candidate seen (no limit)."""
+    size; ``sample.EVERY``: no limit), unless a pre-filter needs every
+    candidate seen (no limit)."""
     request, settings = decision.request, decision.settings
-    limit = settings.max_placement_results if sample is None else min(settings.max_placement_results, sample)
+    if sample == EVERY:
+        limit = None
+    else:
+        limit = settings.max_placement_results if sample is None else min(settings.max_placement_results, sample)
     draft = Draft(limit=limit, version=version, near=near, root_required=set(request.root_required),
                   root_forbidden=set(request.root_forbidden))
     for prefilter in _prefilters():

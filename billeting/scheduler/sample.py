@@ -14,6 +14,15 @@ for a small sample first and grows it only when the sample was not enough:
     all        max_placement_results at once (the behaviour before sampling).
     N          max(N, wanted) candidates first, then as adaptive.
 
+A server group request that used to need every candidate (a host-scoped
+group, or several instances at once) is sampled too, with one more step
+after max_placement_results: no limit at all, so what only the whole fleet
+holds is still found. Each sample of a group scoped to a failure-domain
+level is asked for per domain (``domain_sample``): one small query, then
+one more that leaves out the domains already seen, until the sample spans
+as many domains as the group needs (``domains_needed``), because a limited
+scan returns a stretch of consecutive providers, often one or two racks.
+
 Placement chooses which hosts: Billeting's Placement walks its providers
 from a random id (``randomize_allocation_candidates`` makes upstream's draw
 at random), so concurrent schedulers sample different hosts and race less
@@ -28,8 +37,12 @@ from __future__ import annotations
 
 import math
 
+from billeting.scheduler.request import HOST_SCOPE, ServerGroup
+
 ALL = "all"
 ADAPTIVE = "adaptive"
+# A size that means "no limit": every candidate Placement has.
+EVERY = 0
 
 # The smallest sample worth a query: below it, a filter or two that remove
 # hosts Placement cannot see (disabled services, zones by host record) would
@@ -54,13 +67,15 @@ def check(setting: str) -> None:
         raise ValueError(f"candidate_sample must be at least 1, not {size}")
 
 
-def sizes(setting: str, *, fleet: int, wanted: int, cap: int) -> tuple[int, ...]:
-    """The candidate limits to try, smallest first, the last one ``cap``.
+def sizes(setting: str, *, fleet: int, wanted: int, cap: int, every: bool = False) -> tuple[int, ...]:
+    """The candidate limits to try, smallest first, the last one ``cap``
+    (``every``: then ``EVERY``; where nothing is sampled, with ``all`` or a
+    small fleet, ``EVERY`` alone, as before sampling).
 
     ``fleet``: hosts the scheduler knows; ``wanted``: distinct hosts the
     request could use (instances + alternates); ``cap``: max_placement_results."""
     if setting == ALL or (setting == ADAPTIVE and fleet <= SMALL_FLEET):
-        return (cap,)
+        return (EVERY,) if every else (cap,)
     if setting == ADAPTIVE:
         first = max(MIN_SAMPLE, 2 * wanted, math.ceil(math.log2(max(fleet, 2))))
     else:
@@ -71,4 +86,35 @@ def sizes(setting: str, *, fleet: int, wanted: int, cap: int) -> tuple[int, ...]
         steps.append(size)
         size *= GROWTH
     steps.append(cap)
+    if every:
+        steps.append(EVERY)
     return tuple(steps)
+
+
+def needs_every(group: ServerGroup | None, instances: int) -> bool:
+    """Does this request end on an unlimited query? The group requests that
+    the filters may have to judge against every host: host-scoped groups,
+    and several instances of one group at once (siblings keep apart)."""
+    return group is not None and (group.scope == HOST_SCOPE or instances > 1)
+
+
+def group_wanted(group: ServerGroup | None, instances: int) -> int:
+    """Hosts a sample must hold beyond instances + alternates: under
+    host-scoped hard anti-affinity, the hosts that may already hold as many
+    members as the group allows (the filters will drop them)."""
+    if group is None or group.scope != HOST_SCOPE or not (group.hard and group.anti):
+        return 0
+    return len(group.members) // group.max_server_per_host
+
+
+def domains_needed(group: ServerGroup | None, instances: int, alternates: int = 0) -> int:
+    """Distinct domains (at the group's level) a sample should span for the
+    request's instances to keep apart: hard anti-affinity needs
+    ⌈instances / max per domain⌉, and ``alternates`` more (an alternate
+    must be in a domain no sibling holds); soft anti-affinity spreads one
+    per instance when it can; 1 (any sample will do) otherwise."""
+    if group is None or group.scope == HOST_SCOPE or not group.anti or instances < 2:
+        return 1
+    if group.hard:
+        return -(-instances // group.max_server_per_host) + alternates
+    return instances

@@ -33,6 +33,10 @@ def mixed_fleet(fleet):
         fleet.host(f"nested{i}", vcpus=4, memory_mb=4096 + 512 * i)
         fleet.child(f"nested{i}", f"nested{i}-pf0", {"SRIOV_NET_VF": 8}, traits=("CUSTOM_PHYSNET_A",))
         fleet.child(f"nested{i}", f"nested{i}-pf1", {"SRIOV_NET_VF": 8}, traits=("CUSTOM_PHYSNET_B",))
+    # Racks of consecutive hosts: a group apart per rack samples rack by rack.
+    fleet.domain("rack", "r1", [f"flat{i}" for i in range(4)])
+    fleet.domain("rack", "r2", [f"flat{i}" for i in range(4, 8)])
+    fleet.domain("rack", "r3", [f"nested{i}" for i in range(3)])
     return fleet
 
 
@@ -44,6 +48,8 @@ REQUESTS = [
         "resources1:SRIOV_NET_VF": "1", "trait1:CUSTOM_PHYSNET_A": "required",
         "resources2:SRIOV_NET_VF": "1", "trait2:CUSTOM_PHYSNET_B": "required", "group_policy": "isolate"}), n=2),
     dict(flavor=Flavor(vcpus=1, memory_mb=1024), n=3, group=ServerGroup(uuid="g", policy="anti-affinity")),
+    dict(flavor=Flavor(vcpus=1, memory_mb=1024), n=3,
+         group=ServerGroup(uuid="r", policy="anti-affinity", scope="rack")),
 ]
 
 
