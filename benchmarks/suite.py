@@ -243,17 +243,12 @@ def scheduler_bench(db: str, *args: str, sample: str = "adaptive", timeout: floa
 
 
 def fleet_template(pg: Postgres, hosts: int) -> str:
-    """A database holding a loaded fleet of ``hosts`` flat hosts that has
-    placed instances for 30 s. Each run copies it and analyzes the copy:
-    with an allocations table that was empty when analyzed, PostgreSQL's
-    planner scans it whole for every claim's key checks (thousands of rows
-    read per decision, a figure of the benchmark, not of the scheduler)."""
-    name = f"fleet_{hosts}_placed"
+    """A database holding a loaded, vacuumed fleet of ``hosts`` flat hosts."""
+    name = f"fleet_{hosts}"
     if not pg.exists(name):
         log(f"loading a fleet of {hosts} hosts into {name} (once; later runs copy it)")
         pg.create(name)
-        scheduler_bench(pg.url(name), "--hosts", str(hosts), "--client", "inprocess", "--phases", "clients,verify",
-                        "--clients", "4", "--seconds", "30", timeout=7200)
+        scheduler_bench(pg.url(name), "--hosts", str(hosts), "--phases", "verify", timeout=7200)
     return name
 
 
