@@ -113,6 +113,11 @@ class NoValidHost(SchedulerError):
         super().__init__(explanation.message)
         self.explanation = explanation
 
+    def __reduce__(self):
+        # Rebuilt from the explanation, not from the message: a process pool
+        # that cannot unpickle a worker's exception hangs instead of raising.
+        return (type(self), (self.explanation,))
+
     def extra(self) -> dict | None:
         return {"explanation": msgspec.to_builtins(self.explanation)}
 

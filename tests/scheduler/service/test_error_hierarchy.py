@@ -6,6 +6,8 @@ failures of lower layers (Placement, the API database) are named by
 whichever front door the request came through."""
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from sqlalchemy.exc import DataError, OperationalError
 
@@ -58,6 +60,19 @@ def test_no_valid_host_carries_its_explanation(api, fleet):
     (err,) = resp.json["errors"]
     assert err["code"] == "billeting.no_valid_host" and err["explanation"]["hosts_total"] == 1, err
     assert err["detail"] == err["explanation"]["message"]
+
+
+def test_no_valid_host_survives_a_process_boundary(service, fleet):
+    """Pickled as a process pool sends it: a worker's NoValidHost must come
+    back whole (a pool that cannot rebuild an exception hangs)."""
+    fleet.add("h1", vcpu=2)
+    request = ScheduleRequest(instance_uuids=(new_uuid(),), project_id="p", user_id="u",
+                              groups=(RequestGroup(resources={"VCPU": 16}),))
+    with pytest.raises(errors.NoValidHost) as raised:
+        service.select(request, 0)
+    again = pickle.loads(pickle.dumps(raised.value))
+    assert type(again) is errors.NoValidHost
+    assert again.explanation == raised.value.explanation and str(again) == str(raised.value)
 
 
 def test_an_unknown_scope_of_a_server_group_is_400(api):
