@@ -7,31 +7,16 @@ import msgspec
 import pytest
 
 from billeting.placement.candidates import engine as candidates_engine
-from billeting.placement_client.inprocess import InProcessPlacementClient
 from billeting.scheduler import NoValidHost, SchedulerSettings, ServerGroup
 from billeting.scheduler import sample
 from billeting.scheduler.nova import Flavor, request_from_nova
 from tests.scheduler.fleet import memory_catalog, new_uuids
+from tests.scheduler.test_sample import counting  # noqa: F401 - the fixture: every query's limit
 
 SMALL = Flavor(vcpus=2, memory_mb=2048, root_gb=10)
 RACKS, PER_RACK = 4, 5
 
 
-class CountingClient(InProcessPlacementClient):
-    """Records every candidates query's limit and forbidden aggregates."""
-
-    def __init__(self, engine, settings):
-        super().__init__(engine, settings)
-        self.limits: list[int | None] = []
-
-    def allocation_candidates(self, query):
-        self.limits.append(query.limit)
-        return super().allocation_candidates(query)
-
-
-@pytest.fixture
-def counting(engine, settings):
-    return CountingClient(engine, settings)
 
 
 @pytest.fixture
