@@ -10,7 +10,7 @@ of it with its own JSON functions.
 from __future__ import annotations
 
 import msgspec
-from sqlalchemy import JSON, Engine, Integer, cast, func, select, type_coerce
+from sqlalchemy import JSON, Engine, Integer, cast, func, literal, null, select, type_coerce, union_all
 from sqlalchemy.sql.elements import ColumnElement
 
 from billeting.cells import tables as t
@@ -36,12 +36,27 @@ def _number(dialect: str, key: str) -> ColumnElement:
     return type_coerce(_c.flavor, JSON)[key].as_integer()
 
 
-def project_usage(engine: Engine, project_id: str) -> Usage:
+def project_usage(engine: Engine, project_id: str, among: list[str] = ()) -> tuple[Usage, set[str]]:
     """The project's servers in this cell that are not deleted (built,
-    building or in ERROR), and the cores and RAM their flavors give them."""
+    building or in ERROR), the cores and RAM their flavors give them, and
+    which of ``among`` (servers still queued as build requests when they
+    were read) the cell holds.
+
+    One statement answers both, so both see the same moment: read apart, a
+    server handed to the cell between the two reads would be counted twice
+    or not at all."""
     dialect = engine.dialect.name
-    query = select(func.count(), func.coalesce(func.sum(_number(dialect, "vcpus")), 0),
-                   func.coalesce(func.sum(_number(dialect, "memory_mb")), 0)).where(
+    totals = select(null().label("uuid"), func.count().label("n"),
+                    func.coalesce(func.sum(_number(dialect, "vcpus")), 0).label("vcpus"),
+                    func.coalesce(func.sum(_number(dialect, "memory_mb")), 0).label("memory_mb")).where(
         _c.project_id == project_id, _c.vm_state != "deleted")
-    count, vcpus, memory = run_read(engine, lambda conn: conn.execute(query).one())
-    return Usage(instances=int(count), vcpus=int(vcpus), memory_mb=int(memory))
+    query = totals if not among else union_all(
+        totals, select(_c.uuid, literal(0), literal(0), literal(0)).where(_c.uuid.in_(list(among))))
+    rows = run_read(engine, lambda conn: conn.execute(query).all())
+    usage, held = Usage(), set()
+    for uuid, count, vcpus, memory in rows:
+        if uuid is None:
+            usage = Usage(instances=int(count), vcpus=int(vcpus), memory_mb=int(memory))
+        else:
+            held.add(uuid)
+    return usage, held

@@ -11,7 +11,6 @@ from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.lookup import read_cell
 from billeting.apidb import build_requests
 from billeting.apidb import server_groups as group_store
-from billeting.cells import listing as cell_listing
 from billeting.cells.health import CellUnavailable
 from billeting.cells.usage import Usage, project_usage
 from billeting.common.db.tx import run_read
@@ -23,16 +22,17 @@ def usage(deps: ComputeAPIDeps, project_id: str) -> dict[str, int]:
     """The project's totals: each cell counts its own servers in SQL (a cell
     that does not answer counts none), and the build requests add the
     servers no cell holds yet. The build requests are read first: a server
-    handed to its cell meanwhile is then counted there, and only there."""
+    handed to its cell meanwhile is then counted there, and only there (the
+    cell's count and which queued servers it holds come from one statement)."""
     queued = build_requests.listing(deps.api_engine, project_id=project_id)
     uuids = [br.instance_uuid for br in queued]
     total = Usage()
     placed: set[str] = set()
     for cell, engine in sorted(deps.cells.all_engines().items()):
         try:
-            total += read_cell(deps, cell, lambda: project_usage(engine, project_id))
-            if uuids:
-                placed |= read_cell(deps, cell, lambda: cell_listing.present(engine, uuids))
+            used, held = read_cell(deps, cell, lambda: project_usage(engine, project_id, uuids))
+            total += used
+            placed |= held
         except CellUnavailable:
             continue
     for br in queued:

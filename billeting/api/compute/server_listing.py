@@ -380,7 +380,8 @@ def list_servers(deps: ComputeAPIDeps, ctx: RequestContext, *, filters: ListingF
     query = ListQuery(filters=filters.sql, order=order, after=after, limit=batch,
                       columns=columns_of(filters, order, detail=detail))
     firsts = _first_batches(deps, cells, query, building)
-    placed = set().union(*(f.placed for f in firsts.values()))
+    # (a server handed over between a cell's two reads is in its batch too)
+    placed = set().union(*(f.placed | {row.uuid for row in f.rows} for f in firsts.values()))
     building = [r for r in building if r.uuid not in placed]
     answered = [firsts[cell].rows for cell in cells if not firsts[cell].down]
     whole = filters.all_in_sql and wanted is not None and batch >= wanted

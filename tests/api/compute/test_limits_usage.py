@@ -46,3 +46,33 @@ def test_limits_count_what_reading_every_server_counts(listing_plane, api_engine
         seen |= {(s.cell, s.vm_state) for s in live}
     # the projects held servers in cell0, in the cells and as build requests, in several states
     assert {c for c, _ in seen} >= {"cell0", "cell1", "cell2", None} and len(seen) > 8, seen
+
+
+def test_a_server_handed_to_its_cell_while_the_cell_is_read_counts_once(listing_plane, api_engine, monkeypatch):
+    """The build requests are read, then each cell: a server that reaches
+    its cell after the cell's count but before the cell says which queued
+    servers it holds would be counted nowhere. One statement answers both."""
+    from billeting.api.compute import limits
+
+    client, engines, _ = listing_plane
+    queued = _servers(random.Random(9), 1)[0]
+    queued = msgspec.structs.replace(queued, cell=None, vm_state="building", task_state="scheduling",
+                                 project_id="p-moving")
+    _write(api_engine, engines, [queued])
+    real = limits.read_cell
+    moved = []
+
+    def read_then_hand_over(deps, cell, read):
+        answer = real(deps, cell, read)
+        if cell == "cell1" and not moved:  # the conductor hands the server to cell1 now
+            moved.append(cell)
+            _write(api_engine, engines, [msgspec.structs.replace(queued, cell="cell1", vm_state="active", task_state=None)],
+                   api_rows=False)
+        return answer
+
+    monkeypatch.setattr(limits, "read_cell", read_then_hand_over)
+    r = client.simulate_get("/v2.1/limits", query_string="tenant_id=p-moving", headers={"X-Auth-Token": "admin"})
+    assert r.status_code == 200, r.text
+    assert moved and r.json["limits"]["absolute"]["totalInstancesUsed"] == 1
+    r = client.simulate_get("/v2.1/limits", query_string="tenant_id=p-moving", headers={"X-Auth-Token": "admin"})
+    assert r.json["limits"]["absolute"]["totalInstancesUsed"] == 1  # now in the cell and still queued: once

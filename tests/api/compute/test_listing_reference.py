@@ -100,12 +100,14 @@ def _servers(rng: random.Random, count: int) -> list[Server]:
     return made
 
 
-def _write(api_engine, engines: dict, servers: list[Server]) -> None:
+def _write(api_engine, engines: dict, servers: list[Server], *, api_rows: bool = True) -> None:
+    """The servers' rows: in the API database (unless ``api_rows`` is false:
+    already written there) and in their cells."""
     for s in servers:
         flavor = Flavor(vcpus=1, memory_mb=512, root_gb=1, name=s.flavor)
         image = Image(id=s.image) if s.image else None
 
-        def api_rows(conn, s=s, flavor=flavor, image=image):
+        def add_api_rows(conn, s=s, flavor=flavor, image=image):
             instance_mappings.add(conn, instance_uuid=s.uuid, project_id=s.project_id, user_id=s.user_id)
             if s.cell is None:
                 build_requests.add(conn, instance_uuid=s.uuid, project_id=s.project_id, user_id=s.user_id,
@@ -113,7 +115,8 @@ def _write(api_engine, engines: dict, servers: list[Server]) -> None:
                 conn.execute(ct_build_requests().update().where(
                     ct_build_requests().c.instance_uuid == s.uuid).values(created_at=s.created_at))
 
-        run_write(api_engine, api_rows)
+        if api_rows:
+            run_write(api_engine, add_api_rows)
         if s.cell is None:
             continue
         instance_mappings.set_cell(api_engine, s.uuid, s.cell)
@@ -408,3 +411,31 @@ def test_a_listed_body_is_the_body_the_server_shows_alone(listing_plane, api_eng
             assert alone.json["server"] == body, (token, version, body["id"])
             compared += 1
     assert compared > 40
+
+
+def test_a_server_handed_to_its_cell_between_the_cells_reads_is_listed_once(listing_plane, api_engine, monkeypatch):
+    """A listing asks a cell which queued servers it holds, then reads the
+    cell's page: a server handed over between the two is in the page and
+    must not be listed a second time from its build request."""
+    from billeting.api.compute import server_listing
+
+    client, engines, _ = listing_plane
+    queued = msgspec.structs.replace(_servers(random.Random(11), 1)[0], cell=None, vm_state="building",
+                                     task_state="scheduling", project_id="p-moving")
+    _write(api_engine, engines, [queued])
+    real = server_listing.read_cell
+    moved = []
+
+    def read_then_hand_over(deps, cell, read):
+        answer = real(deps, cell, read)
+        if cell == "cell1" and not moved:  # the conductor hands the server to cell1 now
+            moved.append(cell)
+            _write(api_engine, engines, [msgspec.structs.replace(queued, cell="cell1", vm_state="active",
+                                                                 task_state=None)], api_rows=False)
+        return answer
+
+    monkeypatch.setattr(server_listing, "read_cell", read_then_hand_over)
+    r = client.simulate_get("/v2.1/servers", query_string="all_tenants=1&project_id=p-moving",
+                            headers={"X-Auth-Token": "admin"})
+    assert r.status_code == 200, r.text
+    assert moved and [s["id"] for s in r.json["servers"]] == [queued.uuid]
