@@ -1,7 +1,9 @@
 """An independent checker: is the end state of a run legal?
 
 It reads what Placement holds at the end (providers, inventories, traits,
-every consumer's allocations) and the simulator's own record of what each
+every consumer's allocations: through the public API, or for an in-process
+run from Placement's tables, ``sim/snapshot.py``) and the simulator's own
+record of what each
 instance asked for (traits, server group). It uses none of the scheduler's
 code: capacity is re-added from raw allocations, domains come from the
 simulator's layout, and group rules are checked from their definitions. So

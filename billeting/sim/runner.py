@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from billeting.sim import checker, fleet as fleet_mod, metrics, prefill as prefill_mod, workload
+from billeting.sim import checker, fleet as fleet_mod, metrics, prefill as prefill_mod, snapshot, workload
 from billeting.sim.engine import Run
 from billeting.sim.results import DesignResult, RunResult
 from billeting.sim.scenario import DesignSpec, Scenario
@@ -136,7 +136,9 @@ def _one(scenario, design, client, fleet, prefilled, arrivals, hooks: Hooks) -> 
         req, forb = metrics.flavor_traits(f)
         expect[inst.uuid] = checker.InstanceExpect(uuid=inst.uuid, required=req, forbidden=forb, group=inst.group)
     looked_at = {t for e in expect.values() for t in (*e.required, *e.forbidden)}
-    state = checker.read_state(client, only=ours, traits=looked_at)
+    engine = getattr(client, "engine", None)  # in-process: read its tables (sim/snapshot.py)
+    state = snapshot.read_state(engine, only=ours, traits=looked_at) if engine is not None else \
+        checker.read_state(client, only=ours, traits=looked_at)
     groups = {g.uuid: checker.GroupExpect(uuid=g.uuid, policy=g.policy, scope=g.scope,
                                           max_server_per_host=g.max_server_per_host)
               for g in sim.groups.values()}

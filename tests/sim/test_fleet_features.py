@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from billeting.placement_client.inprocess import InProcessPlacementClient
+from billeting.placement_client.model import Inventory
 from billeting.sim import checker, fleet as fleet_mod, prefill as prefill_mod, runner, scenario
 
 EVERY_KIND = Path(__file__).parent / "data" / "every-kind.toml"
@@ -252,3 +253,28 @@ def test_the_running_fill_totals_match_a_recount(tmp_path):
     assert vcpu == sum(u.get("VCPU", 0) for u in sim.usage.values()) / sim.capacity_vcpu
     assert ram == sum(u.get("MEMORY_MB", 0) for u in sim.usage.values()) / sim.capacity_ram
     assert len({f[1] for f in sim.fill}) > 2        # and they moved on the way
+
+
+def test_the_in_process_snapshot_reads_what_the_api_reads(tmp_path):
+    """An in-process run's checker reads Placement's tables (sim/snapshot.py)
+    instead of two API calls per provider: on a filled fleet of every kind
+    (nested trees, pools, traits), with a provider outside ``only``, both
+    reads must give the same state."""
+    from billeting.sim import snapshot
+
+    s = scenario.load(EVERY_KIND)
+    engine = runner._sqlite_engine(tmp_path / "snap.db")
+    client = InProcessPlacementClient(engine)
+    try:
+        fleet = fleet_mod.build(client, s)
+        prefill_mod.prefill(client, s, fleet)
+        stranger = client.create_provider("not-the-fleets")
+        client.put_inventories(stranger.uuid, stranger.generation, {"VCPU": Inventory(total=4)})
+        ours = {p for h in fleet.hosts for p in h.providers} | fleet.sharing
+        for only, traits in ((ours, None), (ours, {"CUSTOM_PHYSNET_DATA"}), (None, None)):
+            api = checker.read_state(client, only=only, traits=traits)
+            assert snapshot.read_state(engine, only=only, traits=traits) == api
+        assert api.consumers and stranger.uuid in api.providers
+        assert any(p.root != p.uuid for p in api.providers.values())  # nested trees were compared
+    finally:
+        engine.dispose()
