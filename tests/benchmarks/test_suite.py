@@ -54,6 +54,15 @@ def test_a_table_states_median_runs_reference_ratio_and_verdict():
     assert row.endswith("| 1.80× | **no** |")  # 261 / 145 = 1.8 < 2
 
 
+def test_the_fleet_template_places_a_bounded_share_of_its_room():
+    """The template places instances so that its copies have planner
+    statistics of a used allocations table; a tenth of the room, at most
+    2,000, so that a small fleet keeps room for the runs."""
+    assert suite.placed_in_template(30) == 96
+    assert suite.placed_in_template(5000) == 2000
+    assert suite.placed_in_template(1) == 3
+
+
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(REPO / "benchmarks" / "run"), *args], capture_output=True, text=True, timeout=900)
 
@@ -78,6 +87,8 @@ def test_a_real_run_prints_a_table_from_measured_figures(tmp_path):
     finally:
         suite.Postgres(suite.DEFAULT_PG, prefix).drop_all()
     assert done.returncode == 0, done.stderr[-3000:]
+    # the template placed a tenth of the 30 hosts' room before it was copied
+    assert "placing 96 instances" in done.stderr and "verify: 0 overcommitted" in done.stderr
     assert "### Scheduler: database work per decision as clients are added" in done.stdout
     import json
 
