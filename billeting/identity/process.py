@@ -55,11 +55,14 @@ class KeystoneProcess:
         """Keystone's URL once it answers; IdentityFailed if it exits, takes
         too long, or ``cancelled`` is set (a SIGTERM while we wait)."""
         deadline = time.monotonic() + timeout
-        while not self._ready.wait(0.2):
-            if cancelled.is_set():
-                raise IdentityFailed("stopped before Keystone answered")
+        # The cancel is looked at first: a SIGTERM taken while the rest of
+        # the all-in-one started, before this wait, still stops it here even
+        # when Keystone has answered meanwhile.
+        while not (cancelled.is_set() or self._ready.wait(0.2)):
             if time.monotonic() > deadline:
                 raise IdentityFailed(f"Keystone did not answer within {timeout:.0f} s; {self.log_tail()}")
+        if cancelled.is_set():
+            raise IdentityFailed("stopped before Keystone answered")
         if self.url is not None:
             return self.url
         try:

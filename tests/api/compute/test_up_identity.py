@@ -154,3 +154,24 @@ def test_compute_api_serve_with_keystone_needs_its_section(tmp_path, capsys, mon
     conf.write_text("[conductor]\nbuild_attempts = 2\n")
     assert main(["compute-api", "serve", "--auth", "keystone", "--config-file", str(conf)]) == 2
     assert "has no [keystone_authtoken] section" in capsys.readouterr().err
+
+
+def test_a_stop_taken_before_the_wait_wins_over_a_keystone_that_answered_meanwhile():
+    """``billeting up`` starts the other services while Keystone bootstraps,
+    then waits for it. A SIGTERM taken during those starts must still stop
+    it at the wait, even when Keystone has answered by then (CI saw "ready"
+    printed after such a SIGTERM on a loaded machine)."""
+    import threading
+
+    import pytest
+
+    from billeting.identity.process import IdentityFailed, KeystoneProcess
+
+    answered = object.__new__(KeystoneProcess)  # no child: only the wait is under test
+    answered.url, answered._ready = "http://127.0.0.1:1/v3", threading.Event()
+    answered._ready.set()
+    cancelled = threading.Event()
+    assert answered.wait_ready(cancelled, timeout=1) == "http://127.0.0.1:1/v3"
+    cancelled.set()
+    with pytest.raises(IdentityFailed, match="stopped before Keystone answered"):
+        answered.wait_ready(cancelled, timeout=1)
