@@ -10,7 +10,7 @@ else unexpected raises ``PlacementError`` with Placement's own detail.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 from urllib.parse import quote, urlencode
 
@@ -25,6 +25,7 @@ from billeting.placement_client.model import (
     Candidates,
     ConsumerAllocations,
     Inventory,
+    NewProvider,
     ProviderAggregates,
     ProviderAllocations,
     ProviderInventories,
@@ -329,6 +330,26 @@ class PlacementClient:
             body["parent_provider_uuid"] = parent_provider_uuid
         resp = self._expect(self._send("POST", "/resource_providers", _encode(body)), 200)
         return _read(_decode_provider, resp)
+
+    def create_providers(self, new: Sequence[NewProvider]) -> None:
+        """Create each provider of ``new`` in turn (parents before their
+        children) with its inventories, traits and aggregates, through the
+        standard calls; raises PlacementError on the first refusal. The
+        in-process client writes the same in a few transactions."""
+        for p in new:
+            generation = self.create_provider(p.name, uuid=p.uuid,
+                                              parent_provider_uuid=p.parent_uuid).generation
+            if p.inventories:
+                generation = self.put_inventories(p.uuid, generation, p.inventories)
+            if p.traits:
+                wrote = self.put_traits(p.uuid, p.traits, generation)
+                if not wrote.ok:
+                    raise PlacementError(409, f"traits of {p.uuid}: {wrote.detail}")
+                generation = self.get_traits(p.uuid).resource_provider_generation
+            if p.aggregates:
+                wrote = self.put_aggregates(p.uuid, p.aggregates, generation)
+                if not wrote.ok:
+                    raise PlacementError(409, f"aggregates of {p.uuid}: {wrote.detail}")
 
     def delete_provider(self, provider_uuid: str) -> bool:
         resp = self._send("DELETE", f"/resource_providers/{quote(provider_uuid)}", None)

@@ -11,10 +11,12 @@ Everything else goes through the WSGI application itself, without a socket.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import Engine
 
 from billeting.config import Settings
-from billeting.placement import allocations, candidates, errors
+from billeting.placement import aggregates, allocations, candidates, errors, inventories, providers, traits
 from billeting.placement.allocations import ConsumerWrite
 from billeting.placement.api import allocation_candidates as ac_api
 from billeting.placement.api import query as api_query
@@ -36,10 +38,35 @@ from billeting.placement_client.model import (
     AllocationWrite,
     CandidateQuery,
     Candidates,
+    NewProvider,
     WriteOutcome,
     WriteResult,
 )
 from billeting.placement_client.transport import WsgiTransport
+
+# Providers ``create_providers`` writes per transaction: few enough that a
+# refusal rolls back little, many enough that the commits do not dominate.
+CREATE_BATCH = 100
+
+
+def _create(conn, p: NewProvider) -> None:
+    """One provider as the API's create, inventory, trait and aggregate
+    writes would make it, in the same order (so with the same generation)."""
+    made = providers.create(conn, name=p.name, uuid=p.uuid, parent_uuid=p.parent_uuid)
+    generation = made.generation
+    if p.inventories:
+        records = {rc: inventories.InventoryRecord(
+            resource_class=rc, total=inv.total, reserved=inv.reserved, min_unit=inv.min_unit,
+            max_unit=inventories.MAX_INT if inv.max_unit is None else inv.max_unit, step_size=inv.step_size,
+            allocation_ratio=float(inv.allocation_ratio)) for rc, inv in p.inventories.items()}
+        for record in records.values():
+            inventories.check_capacity(p.uuid, record, action="create", reserved_may_equal_total=True)
+        generation = inventories.replace_all(conn, made, records, generation=generation).generation
+    if p.traits:
+        generation = traits.set_for_provider(conn, p.uuid, sorted(p.traits), generation).generation
+    if p.aggregates:
+        aggregates.set_for_provider(conn, p.uuid, sorted(p.aggregates), given_generation=generation)
+
 
 def _parsed(query: CandidateQuery) -> ac_api.ParsedQuery:
     groups = [
@@ -129,6 +156,20 @@ class InProcessPlacementClient(PlacementClient):
         except errors.InvalidInput as exc:
             return WriteOutcome(WriteResult.INVALID, exc.detail)
         return WriteOutcome(WriteResult.OK)
+
+    def create_providers(self, new: Sequence[NewProvider]) -> None:
+        """What the standard calls would write, through Placement's own
+        functions (the same checks), ``CREATE_BATCH`` providers per
+        transaction: a fleet of 5,000 hosts in seconds instead of 15,000
+        calls through the WSGI application."""
+        new = list(new)
+        for start in range(0, len(new), CREATE_BATCH):
+            batch = new[start:start + CREATE_BATCH]
+            try:
+                run_write(self.engine, lambda conn: [_create(conn, p) for p in batch])
+            except errors.PlacementError as exc:  # as the API would answer it
+                status = 404 if isinstance(exc, errors.NotFound) else 409 if isinstance(exc, errors.Conflict) else 400
+                raise PlacementError(status, exc.detail, exc.code) from None
 
     def delete_allocations(self, consumer_uuid: str) -> bool:
         try:

@@ -133,6 +133,18 @@ class Inventory(msgspec.Struct, frozen=True, omit_defaults=True):
     allocation_ratio: float = 1.0
 
 
+class NewProvider(msgspec.Struct, frozen=True, kw_only=True):
+    """A provider to create with its inventories, traits and aggregates
+    (``PlacementClient.create_providers``); its parent, if any, comes first."""
+
+    uuid: str
+    name: str
+    parent_uuid: str | None = None
+    inventories: dict[str, Inventory] = {}
+    traits: frozenset[str] = frozenset()
+    aggregates: frozenset[str] = frozenset()
+
+
 class ProviderInventories(msgspec.Struct, frozen=True):
     """``GET /resource_providers/{uuid}/inventories``."""
 

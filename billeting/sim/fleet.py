@@ -17,7 +17,7 @@ import uuid as uuidlib
 from dataclasses import dataclass, field
 
 from billeting.placement_client.client import PlacementClient
-from billeting.placement_client.model import Inventory
+from billeting.placement_client.model import Inventory, NewProvider
 from billeting.scheduler.catalog import SHARING_TRAIT, HostRecord, MemoryHostCatalog
 from billeting.scheduler.directory import CELL_LEVEL, MemoryDirectory
 from billeting.sim.results import HostCapacity
@@ -193,35 +193,31 @@ def build(client: PlacementClient, scenario: Scenario, *, prefix: str = "", prog
             pools_of[h.uuid] = mine
 
     records = []
+    batch: list[NewProvider] = []
     for n, h in enumerate(hosts):
         root_inv, children = _tree(h.shape)
-        p = client.create_provider(h.name, uuid=h.uuid)
-        gen = p.generation
-        if root_inv:
-            gen = client.put_inventories(p.uuid, gen, root_inv)
-        if h.shape.traits:
-            assert client.put_traits(p.uuid, h.shape.traits, gen).ok
-            gen = client.get_traits(p.uuid).resource_provider_generation
         aggs = [aggregate_of(level, h.domains[level], prefix) for level in ("rack", "row", "room", CELL_LEVEL)]
         aggs += [pool_aggs[u] for u in pools_of.get(h.uuid, ())]
-        assert client.put_aggregates(p.uuid, aggs, gen).ok
+        batch.append(NewProvider(uuid=h.uuid, name=h.name, inventories=root_inv, traits=frozenset(h.shape.traits),
+                                 aggregates=frozenset(aggs)))
         h.providers.append(h.uuid)
         root_of[h.uuid] = h.uuid
         for rc, inv in root_inv.items():
             h.capacity[rc] = h.capacity.get(rc, 0) + _effective(inv)
         for suffix, inv, traits in children:
-            c = client.create_provider(f"{h.name}_{suffix}", uuid=sim_uuid(prefix, "child", h.name, suffix),
-                                       parent_provider_uuid=h.uuid)
-            cgen = client.put_inventories(c.uuid, c.generation, inv)
-            if traits:
-                assert client.put_traits(c.uuid, traits, cgen).ok
-            h.providers.append(c.uuid)
-            root_of[c.uuid] = h.uuid
+            uuid = sim_uuid(prefix, "child", h.name, suffix)
+            batch.append(NewProvider(uuid=uuid, name=f"{h.name}_{suffix}", parent_uuid=h.uuid, inventories=inv,
+                                     traits=frozenset(traits or ())))
+            h.providers.append(uuid)
+            root_of[uuid] = h.uuid
             for rc, one in inv.items():
                 h.capacity[rc] = h.capacity.get(rc, 0) + _effective(one)
         records.append(HostRecord(uuid=h.uuid, name=h.name, service_host=h.name, cell_uuid=h.cell,
                                   aggregates=frozenset(aggs)))
-        if progress is not None and n % 100 == 99:
-            progress(n + 1, len(hosts))
+        if n % 100 == 99 or n == len(hosts) - 1:
+            client.create_providers(batch)  # (in-process: one transaction per hundred)
+            batch = []
+            if progress is not None:
+                progress(n + 1, len(hosts))
     return FleetMap(hosts=hosts, by_uuid={h.uuid: h for h in hosts}, root_of=root_of, sharing=sharing,
                     directory=directory, records=records, prefix=prefix, pools=pools, pools_of=pools_of)
