@@ -16,7 +16,7 @@ from orjson import Fragment
 
 
 @dataclass(slots=True, frozen=True)
-class RequestGroup:
+class ResolvedGroup:
     """One request group (docs/design/allocation-candidates.md#one-request-group). ``suffix`` is ``""`` for
     the unsuffixed group."""
 
@@ -38,7 +38,7 @@ class RequestGroup:
 
 @dataclass(slots=True, frozen=True)
 class CandidateRequest:
-    groups: tuple[RequestGroup, ...]
+    groups: tuple[ResolvedGroup, ...]
     limit: int | None = None
     group_policy: str | None = None  # "none", "isolate" or None
     root_required: frozenset[int] = frozenset()
@@ -59,7 +59,7 @@ class CandidateRequest:
         return frozenset(rc for g in self.groups for rc in g.resources)
 
 
-class Capacity(TypedDict):
+class EngineCapacity(TypedDict):
     """One class in a provider summary (a plain dict: cheapest to build and serialize)."""
 
     capacity: int
@@ -67,13 +67,13 @@ class Capacity(TypedDict):
 
 
 @dataclass(slots=True)
-class ProviderSummary:
+class EngineSummary:
     uuid: str
     parent_uuid: str | None
     root_uuid: str
     # resource class name -> capacity/usage, and trait names; either may be
     # already-serialized JSON of that shape (an orjson.Fragment)
-    resources: dict[str, Capacity] | Fragment
+    resources: dict[str, EngineCapacity] | Fragment
     traits: list[str] | Fragment
     # (response shape, its serialized form), memoized by the HTTP layer:
     # cached summaries are sent again and again unchanged. One shape only
@@ -83,7 +83,7 @@ class ProviderSummary:
 
 
 @dataclass(slots=True)
-class AllocationRequest:
+class EngineAllocation:
     # provider uuid -> {resource class name: amount}; the inner dicts may be
     # shared between requests and must be treated as read-only
     allocations: dict[str, dict[str, int]]
@@ -105,18 +105,18 @@ class SingleProviderRequests:
 
 @dataclass(slots=True)
 class CandidateResult:
-    allocation_requests: list[AllocationRequest] | SingleProviderRequests
-    provider_summaries: list[ProviderSummary]
+    allocation_requests: list[EngineAllocation] | SingleProviderRequests
+    provider_summaries: list[EngineSummary]
 
     def __len__(self) -> int:
         requests = self.allocation_requests
         return len(requests.providers if isinstance(requests, SingleProviderRequests) else requests)
 
-    def requests(self) -> list[AllocationRequest]:
+    def requests(self) -> list[EngineAllocation]:
         """The allocation requests, always in the general form."""
         requests = self.allocation_requests
         if isinstance(requests, SingleProviderRequests):
-            return [AllocationRequest({p: requests.resources}, {requests.suffix: [p]}) for p in requests.providers]
+            return [EngineAllocation({p: requests.resources}, {requests.suffix: [p]}) for p in requests.providers]
         return requests
 
 
