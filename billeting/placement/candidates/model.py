@@ -6,6 +6,12 @@ HTTP layer; everything going out is keyed by the public names (provider uuids,
 resource class and trait names) so that the HTTP layer only has to wrap it in
 the shape of the negotiated microversion. Leaf values are plain dicts and lists
 that serialize directly with orjson, which keeps response building cheap.
+
+A client's view of the same objects is ``billeting.placement_client.model``
+(``RequestGroup``, ``ProviderSummary``, ``AllocationRequest``): msgspec Structs
+in the wire shape, keyed by names. The engine's types stay separate because
+they hold something else: database ids, pre-serialized fragments and a
+response memo, built by the thousand per request without a wire round trip.
 """
 from __future__ import annotations
 
@@ -17,8 +23,10 @@ from orjson import Fragment
 
 @dataclass(slots=True, frozen=True)
 class ResolvedGroup:
-    """One request group (docs/design/allocation-candidates.md#one-request-group). ``suffix`` is ``""`` for
-    the unsuffixed group."""
+    """One request group (docs/design/allocation-candidates.md#one-request-group), its classes and
+    traits resolved to database ids (the client's by-name form is
+    ``placement_client.model.RequestGroup``). ``suffix`` is ``""`` for the
+    unsuffixed group."""
 
     suffix: str
     # resource class id -> amount; empty for a resourceless group (>= 1.36)
@@ -68,6 +76,9 @@ class EngineCapacity(TypedDict):
 
 @dataclass(slots=True)
 class EngineSummary:
+    """One provider of ``provider_summaries`` as the engine finds it (the
+    decoded wire form is ``placement_client.model.ProviderSummary``)."""
+
     uuid: str
     parent_uuid: str | None
     root_uuid: str
@@ -84,6 +95,9 @@ class EngineSummary:
 
 @dataclass(slots=True)
 class EngineAllocation:
+    """One allocation request as the engine builds it: plain dicts, without
+    the wire's ``resources`` level (that is ``placement_client.model.AllocationRequest``)."""
+
     # provider uuid -> {resource class name: amount}; the inner dicts may be
     # shared between requests and must be treated as read-only
     allocations: dict[str, dict[str, int]]
