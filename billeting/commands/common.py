@@ -16,7 +16,7 @@ import re
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 from sqlalchemy import Engine
@@ -56,14 +56,16 @@ def version() -> str:
         return "unknown"
 
 
-_FLAG_NAMES = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "header_timeout",
-               "body_timeout", "keepalive_timeout", "graceful_timeout", "max_body_size", "auth",
-               "policy_file", "legacy_policy", "cors_origins", "cors_allow_headers", "auto_upgrade",
-               "metrics_access")
+def given_flags(args: argparse.Namespace, settings_type: type) -> dict[str, object]:
+    """The flags given on the command line that name a field of ``settings_type``
+    (a dataclass): a flag's dest is the setting's name, so the parser is the one
+    list of them. Flags left out (None) do not override the environment or file."""
+    names = {f.name for f in fields(settings_type)}
+    return {name: value for name, value in vars(args).items() if name in names and value is not None}
 
 
 def settings_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
-    flags = {name: getattr(args, name) for name in _FLAG_NAMES if getattr(args, name, None) is not None}
+    flags = given_flags(args, Settings)
     try:
         return load_settings(flags, environ)
     except SettingsError as exc:

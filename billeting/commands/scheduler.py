@@ -33,6 +33,7 @@ from billeting.commands.common import (
     database_target,
     ensure_schema,
     first_line,
+    given_flags,
     hide_password,
     read_revision,
     report_status,
@@ -131,16 +132,11 @@ def _add_url(parser) -> None:
     parser.add_argument("--token", default=None, help="X-Auth-Token (default admin; BILLETING_SCHEDULER_TOKEN)")
 
 
-_FLAGS = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "placement_url", "placement_db",
-          "placement_token", "transport_url", "auth", "policy_file", "legacy_policy", "auto_upgrade")
-
-
 def load_config(args: argparse.Namespace) -> ServiceConfig:
     from billeting.scheduler.service import config as config_mod
 
-    flags = {name: getattr(args, name) for name in _FLAGS if getattr(args, name, None) is not None}
     try:
-        return config_mod.load(flags)
+        return config_mod.load(given_flags(args, config_mod.ServiceConfig))
     except SettingsError as exc:  # a flag or config value the service cannot use: a usage error, as in serve
         raise UsageError(str(exc)) from None
 
