@@ -72,6 +72,44 @@ def settings_from_args(args: argparse.Namespace, environ: dict[str, str] | None 
         raise UsageError(str(exc)) from None
 
 
+# --- flags more than one service's commands take ------------------------------
+
+def add_listen_flags(parser: argparse.ArgumentParser, *, port: int) -> None:
+    """--host, --port, --workers, --threads of a ``serve`` (defaults None: the settings' own)."""
+    parser.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help=f"port to listen on (default {port})")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default 1)")
+    parser.add_argument("--threads", type=int, default=None, help="request threads per worker (default 4)")
+
+
+def add_policy_flags(parser: argparse.ArgumentParser, *, rules: str) -> None:
+    """--auth, --policy-file, --legacy-policy; ``rules``: whose rules a policy file overrides."""
+    parser.add_argument("--auth", choices=("noauth2", "keystone"), default=None,
+                        help="authentication strategy (default noauth2)")
+    parser.add_argument("--policy-file", metavar="PATH", default=None,
+                        help=f"oslo.policy YAML/JSON file overriding {rules} by name")
+    parser.add_argument("--legacy-policy", action="store_true", default=None,
+                        help="also accept the deprecated role:admin alternative of every base rule")
+
+
+def add_schema_actions(commands, name: str, *, help: str, dest: str, schema: str,
+                       add_flags: Callable[[argparse.ArgumentParser], None],
+                       upgrade: Callable[[argparse.Namespace], int], status: Callable[[argparse.Namespace], int],
+                       upgrade_help: str = "") -> None:
+    """``NAME upgrade|status``: a database's migrations and its revision;
+    ``schema`` names the database in the helps, ``add_flags`` says how each
+    action finds it."""
+    parser = commands.add_parser(name, help=help)
+    actions = parser.add_subparsers(dest=dest, metavar="ACTION", parser_class=Parser)
+    actions.required = True
+    for action, func, action_help in (
+            ("upgrade", upgrade, upgrade_help or f"apply the {schema} migrations"),
+            ("status", status, f"show the {schema} revision; exit 1 when behind")):
+        sub = actions.add_parser(action, help=action_help)
+        add_flags(sub)
+        sub.set_defaults(func=func)
+
+
 @dataclass(slots=True)
 class DatabaseTarget:
     url: str  # normalized, with the password
