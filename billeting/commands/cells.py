@@ -203,15 +203,9 @@ def run_until_signalled(stop: Callable[[], None]) -> int:
 # --- billeting cell-db ---------------------------------------------------------------
 
 def register(commands) -> None:
-    celldb = commands.add_parser("cell-db", help="manage a cell database's schema")
-    actions = celldb.add_subparsers(dest="cell_db_command", metavar="ACTION", parser_class=common.Parser)
-    actions.required = True
-    upgrade = actions.add_parser("upgrade", help="apply the cell schema migrations")
-    add_cell_flags(upgrade, bus=False)
-    upgrade.set_defaults(func=cmd_cell_db_upgrade)
-    status = actions.add_parser("status", help="show the cell schema revision; exit 1 when behind")
-    add_cell_flags(status, bus=False)
-    status.set_defaults(func=cmd_cell_db_status)
+    common.add_schema_actions(commands, "cell-db", help="manage a cell database's schema", dest="cell_db_command",
+                              schema="cell schema", add_flags=lambda p: add_cell_flags(p, bus=False),
+                              upgrade=cmd_cell_db_upgrade, status=cmd_cell_db_status)
 
     audit = commands.add_parser("audit", help="find (and remove) allocations no instance or move explains")
     audit.add_argument("--cell", dest="cells", metavar="NAME=URL", action="append", default=[],

@@ -16,7 +16,7 @@ import re
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 from sqlalchemy import Engine
@@ -56,18 +56,58 @@ def version() -> str:
         return "unknown"
 
 
-_FLAG_NAMES = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "header_timeout",
-               "body_timeout", "keepalive_timeout", "graceful_timeout", "max_body_size", "auth",
-               "policy_file", "legacy_policy", "cors_origins", "cors_allow_headers", "auto_upgrade",
-               "metrics_access")
+def given_flags(args: argparse.Namespace, settings_type: type) -> dict[str, object]:
+    """The flags given on the command line that name a field of ``settings_type``
+    (a dataclass): a flag's dest is the setting's name, so the parser is the one
+    list of them. Flags left out (None) do not override the environment or file."""
+    names = {f.name for f in fields(settings_type)}
+    return {name: value for name, value in vars(args).items() if name in names and value is not None}
 
 
 def settings_from_args(args: argparse.Namespace, environ: dict[str, str] | None = None) -> Settings:
-    flags = {name: getattr(args, name) for name in _FLAG_NAMES if getattr(args, name, None) is not None}
+    flags = given_flags(args, Settings)
     try:
         return load_settings(flags, environ)
     except SettingsError as exc:
         raise UsageError(str(exc)) from None
+
+
+# --- flags more than one service's commands take ------------------------------
+
+def add_listen_flags(parser: argparse.ArgumentParser, *, port: int) -> None:
+    """--host, --port, --workers, --threads of a ``serve`` (defaults None: the settings' own)."""
+    parser.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help=f"port to listen on (default {port})")
+    parser.add_argument("--workers", type=int, default=None, help="worker processes (default 1)")
+    parser.add_argument("--threads", type=int, default=None, help="request threads per worker (default 4)")
+
+
+def add_policy_flags(parser: argparse.ArgumentParser, *, rules: str) -> None:
+    """--auth, --policy-file, --legacy-policy; ``rules``: whose rules a policy file overrides."""
+    parser.add_argument("--auth", choices=("noauth2", "keystone"), default=None,
+                        help="authentication strategy (default noauth2)")
+    parser.add_argument("--policy-file", metavar="PATH", default=None,
+                        help=f"oslo.policy YAML/JSON file overriding {rules} by name")
+    parser.add_argument("--legacy-policy", action="store_true", default=None,
+                        help="also accept the deprecated role:admin alternative of every base rule")
+
+
+def add_schema_actions(commands, name: str, *, help: str, dest: str, schema: str,
+                       add_flags: Callable[[argparse.ArgumentParser], None],
+                       upgrade: Callable[[argparse.Namespace], int], status: Callable[[argparse.Namespace], int],
+                       upgrade_help: str = "") -> None:
+    """``NAME upgrade|status``: a database's migrations and its revision;
+    ``schema`` names the database in the helps, ``add_flags`` says how each
+    action finds it."""
+    parser = commands.add_parser(name, help=help)
+    actions = parser.add_subparsers(dest=dest, metavar="ACTION", parser_class=Parser)
+    actions.required = True
+    for action, func, action_help in (
+            ("upgrade", upgrade, upgrade_help or f"apply the {schema} migrations"),
+            ("status", status, f"show the {schema} revision; exit 1 when behind")):
+        sub = actions.add_parser(action, help=action_help)
+        add_flags(sub)
+        sub.set_defaults(func=func)
 
 
 @dataclass(slots=True)

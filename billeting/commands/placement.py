@@ -14,8 +14,10 @@ from sqlalchemy.exc import DBAPIError
 from billeting.commands.common import (
     CliError,
     DatabaseTarget,
-    Parser,
     UsageError,
+    add_listen_flags,
+    add_policy_flags,
+    add_schema_actions,
     apply_migrations,
     check_keystone_config,
     check_listen,
@@ -54,10 +56,7 @@ def register(commands) -> None:
     """``serve`` and ``db``."""
     serve = commands.add_parser("serve", help="serve the Placement API (foreground, until SIGTERM/SIGINT)")
     add_database_flags(serve)
-    serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8778)")
-    serve.add_argument("--workers", type=int, default=None, help="worker processes (default 1)")
-    serve.add_argument("--threads", type=int, default=None, help="request threads per worker (default 4)")
+    add_listen_flags(serve, port=8778)
     serve.add_argument("--header-timeout", type=float, metavar="SECONDS", default=None,
                        help="time a client gets to send its request line and headers (default 10)")
     serve.add_argument("--body-timeout", type=float, metavar="SECONDS", default=None,
@@ -68,12 +67,7 @@ def register(commands) -> None:
                        help="on SIGTERM/SIGINT, time given to requests in flight (default 10)")
     serve.add_argument("--max-body-size", type=int, metavar="BYTES", default=None,
                        help="larger request bodies get 413 (default 4194304)")
-    serve.add_argument("--auth", choices=("noauth2", "keystone"), default=None,
-                       help="authentication strategy (default noauth2)")
-    serve.add_argument("--policy-file", metavar="PATH", default=None,
-                       help="oslo.policy YAML/JSON file overriding rules by name")
-    serve.add_argument("--legacy-policy", action="store_true", default=None,
-                       help="also accept the deprecated role:admin alternative of every base rule")
+    add_policy_flags(serve, rules="Placement's rules")
     serve.add_argument("--cors-origin", dest="cors_origins", metavar="ORIGIN", nargs="+",
                        action="extend", default=None, help="enable CORS for these origins")
     serve.add_argument("--cors-allow-header", dest="cors_allow_headers", metavar="NAME", nargs="+",
@@ -86,15 +80,9 @@ def register(commands) -> None:
     add_pool_flags(serve)
     serve.set_defaults(func=cmd_serve)
 
-    db = commands.add_parser("db", help="manage the database schema")
-    db_commands = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=Parser)
-    db_commands.required = True
-    upgrade = db_commands.add_parser("upgrade", help="apply the schema migrations and sync standard names")
-    add_database_flags(upgrade)
-    upgrade.set_defaults(func=cmd_db_upgrade)
-    status = db_commands.add_parser("status", help="show the schema revision; exit 1 when behind")
-    add_database_flags(status)
-    status.set_defaults(func=cmd_db_status)
+    add_schema_actions(commands, "db", help="manage the database schema", dest="db_command", schema="schema",
+                       add_flags=add_database_flags, upgrade=cmd_db_upgrade, status=cmd_db_status,
+                       upgrade_help="apply the schema migrations and sync standard names")
 
 
 # --- database ---------------------------------------------------------------

@@ -25,6 +25,9 @@ from billeting.commands.common import (
     CliError,
     DatabaseTarget,
     UsageError,
+    add_listen_flags,
+    add_policy_flags,
+    add_schema_actions,
     apply_migrations,
     check_keystone_config,
     check_listen,
@@ -33,6 +36,7 @@ from billeting.commands.common import (
     database_target,
     ensure_schema,
     first_line,
+    given_flags,
     hide_password,
     read_revision,
     report_status,
@@ -57,10 +61,7 @@ def register(commands) -> None:
 
     serve = actions.add_parser("serve", help="serve the scheduler's HTTP API (and RPC topic) until SIGTERM/SIGINT")
     _add_db(serve)
-    serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=None, help="port to listen on (default 8780)")
-    serve.add_argument("--workers", type=int, default=None, help="scheduler processes (default 1)")
-    serve.add_argument("--threads", type=int, default=None, help="request threads per process (default 4)")
+    add_listen_flags(serve, port=8780)
     where = serve.add_mutually_exclusive_group()
     where.add_argument("--placement-url", default=None, metavar="URL",
                        help="Placement endpoint (default http://127.0.0.1:8778)")
@@ -70,25 +71,14 @@ def register(commands) -> None:
                        help="token for Placement under noauth2 (default admin)")
     serve.add_argument("--transport-url", default=None, metavar="URL",
                        help="also serve the scheduler RPC topic: amqp://USER:PW@HOST:5672/VHOST or memory:///SPACE")
-    serve.add_argument("--auth", choices=("noauth2", "keystone"), default=None,
-                       help="authentication strategy (default noauth2)")
-    serve.add_argument("--policy-file", metavar="PATH", default=None, help="oslo.policy rule overrides")
-    serve.add_argument("--legacy-policy", action="store_true", default=None,
-                       help="also accept the deprecated role:admin alternative of every base rule")
+    add_policy_flags(serve, rules="the scheduler API's rules")
     serve.add_argument("--auto-upgrade", action="store_true", default=None,
                        help="apply pending API-database migrations instead of refusing to start")
     add_pool_flags(serve)
     serve.set_defaults(func=cmd_serve)
 
-    db = actions.add_parser("db", help="manage the scheduler's API database schema")
-    db_actions = db.add_subparsers(dest="db_command", metavar="ACTION", parser_class=type(scheduler))
-    db_actions.required = True
-    upgrade = db_actions.add_parser("upgrade", help="apply the API-database migrations")
-    _add_db(upgrade)
-    upgrade.set_defaults(func=cmd_db_upgrade)
-    status = db_actions.add_parser("status", help="show the API-database revision; exit 1 when behind")
-    _add_db(status)
-    status.set_defaults(func=cmd_db_status)
+    add_schema_actions(actions, "db", help="manage the scheduler's API database schema", dest="db_command",
+                       schema="API-database", add_flags=_add_db, upgrade=cmd_db_upgrade, status=cmd_db_status)
 
     topology = commands.add_parser("topology", help="failure domains (racks, rows, rooms, cells) via the scheduler")
     t_actions = topology.add_subparsers(dest="topology_command", metavar="ACTION", parser_class=type(scheduler))
@@ -131,16 +121,11 @@ def _add_url(parser) -> None:
     parser.add_argument("--token", default=None, help="X-Auth-Token (default admin; BILLETING_SCHEDULER_TOKEN)")
 
 
-_FLAGS = ("config_file", "db", "log_level", "host", "port", "workers", "threads", "placement_url", "placement_db",
-          "placement_token", "transport_url", "auth", "policy_file", "legacy_policy", "auto_upgrade")
-
-
 def load_config(args: argparse.Namespace) -> ServiceConfig:
     from billeting.scheduler.service import config as config_mod
 
-    flags = {name: getattr(args, name) for name in _FLAGS if getattr(args, name, None) is not None}
     try:
-        return config_mod.load(flags)
+        return config_mod.load(given_flags(args, config_mod.ServiceConfig))
     except SettingsError as exc:  # a flag or config value the service cannot use: a usage error, as in serve
         raise UsageError(str(exc)) from None
 

@@ -21,7 +21,6 @@ What Placement holds after each (the instance's uuid is the consumer):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 import msgspec
 
@@ -30,17 +29,15 @@ from billeting.cells import lifecycle_states as states
 from billeting.cells.instances import InstanceRecord, VmState
 from billeting.cells.lifecycle_messages import ComputeLifecycleAPI
 from billeting.cells.rpc import ComputeAPI
-from billeting.conductor.move_protocols import CellDirectory, CellHandle, MoveRefused, RequestSpecs, StoredRequestSpec
+from billeting.conductor.move_protocols import CellHandle, MoveRefused
+from billeting.conductor.wiring import CellTasks, TaskWiring
 from billeting.placement_client import claims
-from billeting.placement_client.client import PlacementClient, PlacementError
-from billeting.scheduler.core import Scheduler
-from billeting.scheduler.errors import NoValidHost, SchedulerError
+from billeting.placement_client.client import PlacementError
+from billeting.scheduler.errors import NoValidHost
 from billeting.scheduler.nova import BadHint, Flavor, Image, Unmodelled, domain_hints, request_from_nova
-from billeting.scheduler.request import Destination, ScheduleRequest, ServerGroup
+from billeting.scheduler.request import Destination
 
 LOG = logging.getLogger(__name__)
-
-GroupResolver = Callable[[str, ScheduleRequest], ServerGroup | None]
 
 # Nova's answer when a rebuild's new image asks for traits the server's host lacks.
 IMAGE_TRAITS_MISMATCH = ("No valid host was found. Image traits cannot be satisfied by the current resource "
@@ -75,19 +72,11 @@ def required_traits(flavor: Flavor, image: Image | None, *, project_id: str = "-
     return found
 
 
-class LifecycleTasks:
-    def __init__(self, *, cells: CellDirectory, specs: RequestSpecs, scheduler: Scheduler,
-                 placement: PlacementClient, alternates: int = 2, offload_at_once: bool = True,
-                 server_groups: GroupResolver | None = None) -> None:
-        self.cells = cells
-        self.specs = specs
-        self.scheduler = scheduler
-        self.placement = placement
-        # Hosts handed to an unshelve's build as alternates (the cell conductor's retry).
-        self.alternates = alternates
+class LifecycleTasks(CellTasks):
+    def __init__(self, wiring: TaskWiring, *, offload_at_once: bool = True) -> None:
+        super().__init__(wiring)
         # Nova's shelved_offload_time 0 (its default): a shelve offloads at once.
         self.offload_at_once = offload_at_once
-        self.server_groups = server_groups
 
     # --- power ---------------------------------------------------------------------------
 
@@ -183,23 +172,7 @@ class LifecycleTasks:
                 destination=Destination(host=host, cell=cell.name), domain_constraints=constraints, near=near)
         except (BadHint, Unmodelled) as exc:
             raise MoveRefused(f"No valid host was found. {exc}", status=400) from None
-        if spec.server_group and self.server_groups is not None:
-            group = self.server_groups(spec.server_group, request)
-            if group is not None:
-                request = msgspec.structs.replace(request, server_group=group)
-        try:
-            lines = self.scheduler.select_destinations(request, self.alternates, claim=True)
-        except NoValidHost as exc:
-            why = exc.explanation.message
-            if any(f.filter == "DestinationFilter" for f in exc.explanation.filters):
-                why += f" An unshelved server stays in its cell ({cell.name}): other cells' hosts cannot take it."
-            raise MoveRefused(why if why.startswith("No valid host was found") else f"No valid host was found. {why}",
-                              status=400) from None
-        except SchedulerError as exc:
-            raise MoveRefused(exc.message, status=400 if exc.status == 400 else 409) from None
-        except PlacementError as exc:
-            raise MoveRefused(f"Placement could not answer: {exc.detail or exc}", status=409) from None
-        return lines[0]
+        return self._select(spec, request, claim=True, no_host=lambda exc: _unshelve_refusal(exc, cell.name))[0]
 
     # --- rebuild -------------------------------------------------------------------------
 
@@ -283,10 +256,9 @@ class LifecycleTasks:
             raise MoveRefused(f"Instance {instance_uuid} could not be found.", status=404)
         return now
 
-    def _spec(self, record: InstanceRecord) -> StoredRequestSpec:
-        spec = self.specs.get(record.uuid)
-        if spec is not None:
-            return spec
-        return StoredRequestSpec(instance_uuid=record.uuid, project_id=record.project_id, user_id=record.user_id,
-                                 flavor=record.flavor, image=record.image,
-                                 availability_zone=record.request.availability_zone)
+
+def _unshelve_refusal(exc: NoValidHost, cell: str) -> str:
+    why = exc.explanation.message
+    if any(f.filter == "DestinationFilter" for f in exc.explanation.filters):
+        why += f" An unshelved server stays in its cell ({cell}): other cells' hosts cannot take it."
+    return why if why.startswith("No valid host was found") else f"No valid host was found. {why}"

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 import uuid as uuidlib
-from collections.abc import Callable
 
 import msgspec
 
@@ -37,27 +36,18 @@ from billeting.cells import moves as migrations
 from billeting.cells import services
 from billeting.cells.instances import InstanceRecord, TaskState, VmState
 from billeting.cells.move_messages import ComputeMovesAPI, LiveMigrate, RebuildInstance, ResizeInstance
-from billeting.conductor.move_protocols import (
-    CellDirectory,
-    CellHandle,
-    MoveAccepted,
-    MoveKind,
-    MoveRefused,
-    RequestSpecs,
-    StoredRequestSpec,
-)
+from billeting.conductor.move_protocols import CellHandle, MoveAccepted, MoveKind, MoveRefused
+from billeting.conductor.wiring import CellTasks, TaskWiring
 from billeting.placement_client import claims
 from billeting.placement_client import moves as alloc
-from billeting.placement_client.client import PlacementClient, PlacementError
+from billeting.placement_client.client import PlacementError
 from billeting.placement_client.model import AllocationRequest, ProviderResources, WriteOutcome, WriteResult
-from billeting.scheduler.core import Scheduler
-from billeting.scheduler.errors import NoValidHost, SchedulerError
+from billeting.scheduler.errors import NoValidHost
 from billeting.scheduler.nova import BadHint, Flavor, Unmodelled, domain_hints, request_from_nova
-from billeting.scheduler.request import Destination, ScheduleRequest, ServerGroup
+from billeting.scheduler.request import Destination
 from billeting.scheduler.selection import Selection
 
 # (group uuid, the move's request) -> the group without the moving instance, or None.
-GroupResolver = Callable[[str, ScheduleRequest], ServerGroup | None]
 
 LOG = logging.getLogger(__name__)
 
@@ -68,22 +58,11 @@ QUEUED, RUNNING, COMPLETED, FAILED, DONE = "queued", "running", "completed", "fa
 ACCEPTED = "accepted"
 
 
-class ConductorMoveTasks:
+class ConductorMoveTasks(CellTasks):
     """``MoveTasks`` for cells reached directly (database + bus per cell)."""
 
-    def __init__(self, *, cells: CellDirectory, specs: RequestSpecs, scheduler: Scheduler,
-                 placement: PlacementClient, alternates: int = 2,
-                 service_down_time_s: float = services.DEFAULT_DOWN_TIME_S,
-                 server_groups: GroupResolver | None = None) -> None:
-        self.cells = cells
-        # The instance's server group as the scheduler needs it (policy and the
-        # other members), so a move keeps (anti-)affinity; None: groups unknown.
-        self.server_groups = server_groups
-        self.specs = specs
-        self.scheduler = scheduler
-        self.placement = placement
-        # Ranked hosts tried (after the first) when the swap onto one is refused.
-        self.alternates = alternates
+    def __init__(self, wiring: TaskWiring, *, service_down_time_s: float = services.DEFAULT_DOWN_TIME_S) -> None:
+        super().__init__(wiring)
         self.down_time_s = service_down_time_s
 
     # --- resize and cold migrate --------------------------------------------------------
@@ -310,14 +289,6 @@ class ConductorMoveTasks:
             raise MoveRefused(f"Instance {record.uuid} has not been resized.", status=409)
         return found[-1]
 
-    def _spec(self, record: InstanceRecord) -> StoredRequestSpec:
-        spec = self.specs.get(record.uuid)
-        if spec is not None:
-            return spec
-        return StoredRequestSpec(instance_uuid=record.uuid, project_id=record.project_id, user_id=record.user_id,
-                                 flavor=record.flavor, image=record.image,
-                                 availability_zone=record.request.availability_zone)
-
     def _rank(self, cell: CellHandle, record: InstanceRecord, flavor: Flavor, host: str | None) -> list[Selection]:
         """The destinations in rank order (nothing claimed), in the instance's
         cell, never its current host. Raises MoveRefused (400) with the
@@ -337,18 +308,8 @@ class ConductorMoveTasks:
                 ignore_hosts=[record.host] if record.host else [], domain_constraints=constraints, near=near)
         except Unmodelled as exc:  # a resize to such a flavor
             raise MoveRefused(f"No valid host was found. {exc}", status=400) from None
-        if spec.server_group and self.server_groups is not None:
-            group = self.server_groups(spec.server_group, request)
-            if group is not None:
-                request = msgspec.structs.replace(request, server_group=group)
-        try:
-            lines = self.scheduler.select_destinations(request, self.alternates, claim=False)
-        except NoValidHost as exc:
-            raise MoveRefused(move_refusal(exc, cell=cell.name, source=record.host), status=400) from None
-        except SchedulerError as exc:
-            raise MoveRefused(exc.message, status=400 if exc.status == 400 else 409) from None
-        except PlacementError as exc:
-            raise MoveRefused(f"Placement could not answer: {exc.detail or exc}", status=409) from None
+        lines = self._select(spec, request, claim=False,
+                             no_host=lambda exc: move_refusal(exc, cell=cell.name, source=record.host))
         return [s for s in lines[0] if s.allocation_request is not None]
 
     def _try_hosts(self, line: list[Selection], write) -> Selection:

@@ -44,7 +44,7 @@ _uuid = attrgetter("uuid")
 _typed = itemgetter(1)
 
 
-def summary(s: engine.ProviderSummary, mv: tuple[int, int]) -> ProviderSummary:
+def summary(s: engine.EngineSummary, mv: tuple[int, int]) -> ProviderSummary:
     """One engine summary as the typed summary of microversion ``mv``."""
     resources = s.resources
     if isinstance(resources, orjson.Fragment):
@@ -60,7 +60,7 @@ def summary(s: engine.ProviderSummary, mv: tuple[int, int]) -> ProviderSummary:
     return ProviderSummary(typed_resources, typed_traits, s.parent_uuid, s.root_uuid)
 
 
-def requests(found: list[engine.AllocationRequest], mv: tuple[int, int]) -> list[AllocationRequest]:
+def requests(found: list[engine.EngineAllocation], mv: tuple[int, int]) -> list[AllocationRequest]:
     """General allocation requests (several providers or groups each)."""
     wrapped: dict[int, ProviderResources] = {}  # inner dicts are often shared: wrap each once
     out = []
@@ -84,7 +84,7 @@ class CandidatesView:
         # Per summary shape: id of an engine summary -> (that summary, typed).
         # The entry holds the engine's object, so its id cannot be reused by
         # another while the entry exists: a hit by id is a hit on the object.
-        self._summaries: dict[tuple[int, int], dict[int, tuple[engine.ProviderSummary, ProviderSummary]]] = {}
+        self._summaries: dict[tuple[int, int], dict[int, tuple[engine.EngineSummary, ProviderSummary]]] = {}
         self._summary_ids: dict[tuple[str, tuple[int, int]], int] = {}  # provider, shape -> its entry
         self._single: dict[tuple, dict[str, AllocationRequest]] = {}
         self._single_count = 0
@@ -96,7 +96,7 @@ class CandidatesView:
                  else requests(found, mv))
         return Candidates(typed, self._summaries_of(result.provider_summaries, mv), version)
 
-    def _summaries_of(self, found: list[engine.ProviderSummary], mv: tuple[int, int]) -> dict[str, ProviderSummary]:
+    def _summaries_of(self, found: list[engine.EngineSummary], mv: tuple[int, int]) -> dict[str, ProviderSummary]:
         shape = (1, 29) if mv >= (1, 29) else (1, 17) if mv >= (1, 17) else (1, 0)
         memo = self._summaries.get(shape)
         if memo is None or len(self._summary_ids) + len(found) > _MAX_SUMMARIES:

@@ -8,6 +8,12 @@ never produced because the client refuses Placements below its minimum.
 Structs that arrive by the thousand (candidates, summaries) are declared
 ``gc=False``: they never take part in reference cycles, and not tracking
 them makes decoding a large candidates answer about three times faster.
+
+Placement's candidates engine has its own types for the same objects
+(``billeting.placement.candidates.model``: ``ResolvedGroup``, ``EngineSummary``,
+``EngineAllocation``): they hold database ids and pre-serialized JSON. This
+module does not import them; only ``direct``, which runs the engine in
+process, converts the engine's into these.
 """
 from __future__ import annotations
 
@@ -17,7 +23,8 @@ import msgspec
 
 
 class RequestGroup(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """One request group of an allocation-candidates query. ``suffix`` "" is
+    """One request group of an allocation-candidates query, by name (Placement
+    resolves it into the engine's ``ResolvedGroup``). ``suffix`` "" is
     the unsuffixed group, whose resources may come from several providers of
     one tree (or sharing providers); a suffixed group comes from one provider."""
 
@@ -49,7 +56,8 @@ class ProviderResources(msgspec.Struct, frozen=True, gc=False):
 
 class AllocationRequest(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     """One element of ``allocation_requests`` (mv >= 1.12 dict form). Sent back
-    as the body of ``PUT /allocations/{consumer}`` to claim it."""
+    as the body of ``PUT /allocations/{consumer}`` to claim it. (The engine's
+    twin, without the ``resources`` level, is ``EngineAllocation``.)"""
 
     allocations: dict[str, ProviderResources]
     mappings: dict[str, list[str]] = {}
@@ -68,6 +76,8 @@ class Capacity(msgspec.Struct, frozen=True, gc=False):
 
 
 class ProviderSummary(msgspec.Struct, frozen=True, gc=False):
+    """One entry of ``provider_summaries`` as decoded (the engine's is ``EngineSummary``)."""
+
     resources: dict[str, Capacity]
     traits: tuple[str, ...] = ()
     parent_provider_uuid: str | None = None

@@ -237,18 +237,23 @@ def _script_json(obj) -> str:
             .replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e"))
 
 
-def _summary_table(run: RunResult) -> str:
+def design_table(names: list[str], table_rows, *, table_id: str = "") -> str:
+    """One column per design (topped with its colour), one row per figure;
+    ``table_rows``: (label, [(text, best on the row), ...]) pairs."""
     e = html.escape
-    head = "".join(f'<th style="border-top:4px solid {_color(i)}">{e(d.name)}</th>'
-                   for i, d in enumerate(run.designs))
-    body = []
-    for label, cells in rows(run):
-        tds = "".join(f'<td class="{"win" if win else ""}">{e(text)}{" ✓" if win else ""}</td>'
-                      for text, win in cells)
-        body.append(f"<tr><th>{e(label)}</th>{tds}</tr>")
-    return (f'<table class="summary"><thead><tr><th>figure</th>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>'
-            f'<p class="legend">✓ best on that row; {e(HOSTS_LEGEND)}.</p>')
+    head = "".join(f'<th style="border-top:4px solid {_color(i)}">{e(name)}</th>' for i, name in enumerate(names))
+    body = "".join(
+        f"<tr><th>{e(label)}</th>" + "".join(
+            f'<td class="{"win" if win else ""}">{e(text)}{" ✓" if win else ""}</td>' for text, win in cells)
+        + "</tr>" for label, cells in table_rows)
+    id_attr = f' id="{e(table_id)}"' if table_id else ""
+    return (f'<table class="summary"{id_attr}><thead><tr><th>figure</th>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")
+
+
+def _summary_table(run: RunResult) -> str:
+    return (design_table([d.name for d in run.designs], rows(run))
+            + f'<p class="legend">✓ best on that row; {html.escape(HOSTS_LEGEND)}.</p>')
 
 
 def _bound_text(d: DesignResult) -> str:
@@ -318,10 +323,34 @@ td.win{background:#e6f4ea;color:#137333;font-weight:600}
 """
 
 
-def render(run: RunResult) -> str:
-    """The whole report as one HTML document (a string)."""
+def page(title: str, main: str, figures: dict) -> str:
+    """A self-contained HTML document: the head (styles, plotly's JavaScript
+    inline), ``main`` (HTML, already escaped) and each of ``figures`` drawn
+    into the element ``plot-<key>`` of ``main``. Every report is one."""
     import plotly.offline
 
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)}</title>
+<style>{_CSS}</style>
+<script>{plotly.offline.get_plotlyjs()}</script>
+</head><body><main>
+{main}
+</main>
+<script>
+const FIGURES = {_script_json(figures)};
+for (const [key, fig] of Object.entries(FIGURES)) {{
+  Plotly.newPlot("plot-" + key, fig.data, fig.layout,
+                 {{displaylogo: false, responsive: true}});
+}}
+</script>
+</body></html>
+"""
+
+
+def render(run: RunResult) -> str:
+    """The whole report as one HTML document (a string)."""
     e = html.escape
     figs = _figures(run)
     plots = "".join(f'<div class="card"><h3>{e(title)}</h3>'
@@ -330,14 +359,7 @@ def render(run: RunResult) -> str:
     notes = "".join(f"<li>{e(n)}</li>" for n in run.notes)
     designs = "".join(_details(d, i) for i, d in enumerate(run.designs))
     title = f"billeting simulate: {run.scenario}"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{e(title)}</title>
-<style>{_CSS}</style>
-<script>{plotly.offline.get_plotlyjs()}</script>
-</head><body><main>
-<h1>{e(title)}</h1>
+    return page(title, f"""<h1>{e(title)}</h1>
 <p class="meta">{run.hosts:,} hosts in {run.cells:,} cell{'s' if run.cells != 1 else ''},
 {e(workload(run))}, seed {run.seed}; {len(run.designs)} design{'s' if len(run.designs) != 1 else ''};
 billeting {e(run.billeting_version)}, started {e(run.started_at)}.</p>
@@ -349,17 +371,7 @@ billeting {e(run.billeting_version)}, started {e(run.started_at)}.</p>
 <h2>Plots</h2>
 <div class="grid">{plots}</div>
 <h2>Per design</h2>
-<div class="designs">{designs}</div>
-</main>
-<script>
-const FIGURES = {_script_json(figs)};
-for (const [key, fig] of Object.entries(FIGURES)) {{
-  Plotly.newPlot("plot-" + key, fig.data, fig.layout,
-                 {{displaylogo: false, responsive: true}});
-}}
-</script>
-</body></html>
-"""
+<div class="designs">{designs}</div>""", figs)
 
 
 def write(run: RunResult, path: str | os.PathLike) -> Path:

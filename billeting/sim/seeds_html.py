@@ -7,7 +7,7 @@ import html
 import os
 from pathlib import Path
 
-from billeting.sim.report_html import _CSS, _axis, _color, _label, _layout, _script_json, write_atomic
+from billeting.sim.report_html import _axis, _color, _label, _layout, design_table, page, write_atomic
 from billeting.sim.seeds import LEGEND, SeedsResult, rows, title
 
 # Figures plotted, with their axis titles.
@@ -34,48 +34,24 @@ def _fig(s: SeedsResult, key: str, ytitle: str) -> dict:
 
 
 def render(s: SeedsResult) -> str:
-    import plotly.offline
-
     e = html.escape
-    head = "".join(f'<th style="border-top:4px solid {_color(i)}">{e(d.name)}</th>'
-                   for i, d in enumerate(s.designs))
-    body = "".join(
-        f"<tr><th>{e(label)}</th>" + "".join(
-            f'<td class="{"win" if win else ""}">{e(text)}{" ✓" if win else ""}</td>' for text, win in cells)
-        + "</tr>" for label, cells in rows(s))
     figs = {key: _fig(s, key, ytitle) for key, ytitle in PLOTS}
     plots = "".join(f'<div class="card"><h3>{e(ytitle)}</h3><div class="plot" id="plot-{key}"></div></div>'
                     for key, ytitle in PLOTS)
     runs = "".join(f"<li>seed {seed}: {e(path)}</li>" for seed, path in zip(s.seeds, s.runs))
     notes = "".join(f"<li>{e(n)}</li>" for n in s.notes)
     name = f"billeting simulate: {s.scenario} over {len(s.seeds)} seeds"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{e(name)}</title>
-<style>{_CSS}</style>
-<script>{plotly.offline.get_plotlyjs()}</script>
-</head><body><main>
-<h1>{e(name)}</h1>
+    return page(name, f"""<h1>{e(name)}</h1>
 <p class="meta">{e(title(s))}; billeting {e(s.billeting_version)}, started {e(s.started_at)}.</p>
 {f'<ul class="notes">{notes}</ul>' if notes else ''}
 <h2>Spread over the seeds</h2>
-<table class="summary" id="spread"><thead><tr><th>figure</th>{head}</tr></thead><tbody>{body}</tbody></table>
+{design_table([d.name for d in s.designs], rows(s), table_id="spread")}
 <p class="legend">{e(LEGEND)}. Scheduler latency is wall-clock time measured one call at a
 time while the designs ran one after another, so it also carries the machine's load.</p>
 <h2>Every seed</h2>
 <div class="grid">{plots}</div>
 <h2>Each seed's full result</h2>
-<ul>{runs}</ul>
-</main>
-<script>
-const FIGURES = {_script_json(figs)};
-for (const [key, fig] of Object.entries(FIGURES)) {{
-  Plotly.newPlot("plot-" + key, fig.data, fig.layout, {{displaylogo: false, responsive: true}});
-}}
-</script>
-</body></html>
-"""
+<ul>{runs}</ul>""", figs)
 
 
 def write(s: SeedsResult, path: str | os.PathLike) -> Path:

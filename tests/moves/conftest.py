@@ -19,6 +19,7 @@ from billeting.compute.service import ComputeService
 from billeting.compute.settings import ComputeSettings
 from billeting.conductor.move_protocols import CellHandle, StoredRequestSpec
 from billeting.conductor.moves import ConductorMoveTasks
+from billeting.conductor.wiring import TaskWiring
 from billeting.scheduler.nova import Flavor
 
 from tests.cells.conftest import (  # noqa: F401 - fixtures
@@ -88,8 +89,8 @@ class World:
         self.placement = deployment.placement
         self.drivers: dict[str, GatedDriver] = {}
         self.specs = Specs()
-        self.tasks = ConductorMoveTasks(cells=Directory(deployment), specs=self.specs,
-                                        scheduler=deployment.scheduler, placement=deployment.placement)
+        self.tasks = ConductorMoveTasks(TaskWiring(cells=Directory(deployment), specs=self.specs,
+                                                   scheduler=deployment.scheduler, placement=deployment.placement))
 
     def compute(self, host: str, *, failure_rate: float = 0.0, guests: dict[str, str] | None = None
                 ) -> ComputeManager:

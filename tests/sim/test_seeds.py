@@ -68,6 +68,22 @@ def test_result_round_trips_and_the_report_has_its_table_and_axis_titles(tmp_pat
         assert [len(t["y"]) for t in fig["data"]] == [3, 3]
 
 
+def test_the_seeds_report_is_self_contained_and_keeps_a_hostile_name_text():
+    """The same page as a single run's report: plotly inline once, only our two scripts."""
+    import plotly.offline
+
+    evil = '<script>alert("x")</script>'
+    runs = [replace(r, scenario=f"s{evil}", designs=[replace(r.designs[0], name=evil), *r.designs[1:]])
+            for r in _runs([990, 1000, 995], [980, 985, 970])]
+    page = seeds_html.render(seeds.spread(runs))
+    js = plotly.offline.get_plotlyjs()
+    assert page.count(js) == 1
+    rest = page.replace(js, "")
+    assert rest.lower().count("<script") == 2 and 'alert("x")</script>' not in rest
+    assert "<title>billeting simulate: s&lt;script&gt;" in rest
+    assert '<th style="border-top:4px solid #1f77b4">&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</th>' in rest
+
+
 @pytest.mark.parametrize("text, seeds_", [("1-3,5", [1, 2, 3, 5]), ("7, 7,8", [7, 8])])
 def test_seed_lists(text, seeds_):
     assert seeds.parse_seeds(text) == seeds_

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from billeting.placement.candidates.combine import Combiner, Fact, dedupe_key, shared_pairs
-from billeting.placement.candidates.model import CandidateRequest, RequestGroup
+from billeting.placement.candidates.model import CandidateRequest, ResolvedGroup
 from billeting.placement.candidates.search import GroupCandidates
 
 VCPU, MEM, DISK = 0, 1, 2
@@ -13,7 +13,7 @@ PARENTS = {2: 1, 3: 1, 4: 3}
 
 
 def single(suffix: str, resources: dict[int, int], by_anchor: dict[int, list[int]]) -> GroupCandidates:
-    return GroupCandidates(RequestGroup(suffix, resources), tree_wide=False, by_anchor=by_anchor)
+    return GroupCandidates(ResolvedGroup(suffix, resources), tree_wide=False, by_anchor=by_anchor)
 
 
 def combiner(groups, *, policy=None, same_subtree=(), nested_aware=True, facts=None) -> Combiner:
@@ -64,7 +64,7 @@ def test_nested_blind_drops_two_providers_of_one_tree():
 
 
 def test_split_unsuffixed_group_checks_traits_of_contributors_only():
-    group = RequestGroup("", {VCPU: 1, DISK: 1}, required=(frozenset({7}),))
+    group = ResolvedGroup("", {VCPU: 1, DISK: 1}, required=(frozenset({7}),))
     found = GroupCandidates(group, tree_wide=True, split=(VCPU, DISK),
                             by_anchor={1: {VCPU: [2, 3], DISK: [3, 9]}}, traits_of={3: {7}, 1: {7}})
     got = picks(combiner([found]))

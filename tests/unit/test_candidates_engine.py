@@ -295,7 +295,7 @@ def typed(conn, q: Query, **kw) -> candidates.CandidateRequest:
     for g in q.groups.values():
         wanted_tr |= g.get("forbidden", set()) | set().union(*g.get("required", [set()]))
     rc, tr = names.rc_ids(conn, wanted_rc), names.trait_ids(conn, wanted_tr)
-    groups = tuple(candidates.RequestGroup(
+    groups = tuple(candidates.ResolvedGroup(
         suffix=s, resources={rc[n]: a for n, a in g.get("resources", {}).items()},
         required=tuple(frozenset(tr[n] for n in r) for r in g.get("required", [])),
         forbidden=frozenset(tr[n] for n in g.get("forbidden", set())),

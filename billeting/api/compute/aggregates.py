@@ -8,8 +8,8 @@ from billeting.api.compute.context import ComputeAPIDeps, RequestContext
 from billeting.api.compute.errors import NovaError, bad_request, not_found
 from billeting.api.compute.schemas import INT_MAX
 from billeting.api.compute.views import iso_micro
+from billeting.scheduler.errors import SchedulerError
 from billeting.scheduler.service import host_aggregates as aggs
-from billeting.scheduler.errors import SchedulerError as ServiceError
 
 
 def view(agg: aggs.HostAggregate, ctx: RequestContext, *, full: bool = True) -> dict:
@@ -37,7 +37,7 @@ def _call(fn, *args):
     """A host-aggregate operation, its refusals in Nova's format."""
     try:
         return fn(*args)
-    except ServiceError as exc:
+    except SchedulerError as exc:
         raise NovaError(exc.status, exc.detail) from None
 
 

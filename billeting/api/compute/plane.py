@@ -22,6 +22,8 @@ from billeting.apidb.request_specs import SqlRequestSpecs
 from billeting.cells.services import DEFAULT_DOWN_TIME_S
 from billeting.conductor import super_conductor as sc
 from billeting.conductor.cell_reports import CellHostReports
+from billeting.conductor.lifecycle import LifecycleTasks
+from billeting.conductor.wiring import TaskWiring
 from billeting.messaging import Bus
 from billeting.placement_client.client import PlacementClient
 from billeting.scheduler.service.runtime import SchedulerService
@@ -30,15 +32,9 @@ from billeting.scheduler.settings import SchedulerSettings
 LOG = logging.getLogger(__name__)
 
 
-def make_move_tasks(*, cells: CellCatalog, api_engine: Engine, scheduler: SchedulerService,
-                    placement: PlacementClient):
-    """The move tasks (``billeting.conductor.moves.ConductorMoveTasks``), or
-    None while that module does not exist: server actions then answer 409."""
-    try:
-        from billeting.conductor.moves import ConductorMoveTasks  # type: ignore[import-not-found]
-    except ImportError:
-        LOG.warning("billeting.conductor.moves is not available: server move actions are disabled")
-        return None
+def _task_wiring(*, cells: CellCatalog, api_engine: Engine, scheduler: SchedulerService,
+                 placement: PlacementClient) -> TaskWiring:
+    """What the move and lifecycle tasks act through."""
     from billeting.scheduler.service import groups
 
     def server_group(uuid: str, request):
@@ -47,24 +43,19 @@ def make_move_tasks(*, cells: CellCatalog, api_engine: Engine, scheduler: Schedu
         except groups.NotFound:  # deleted since: nothing left to keep together or apart
             return None
 
-    return ConductorMoveTasks(cells=cells, specs=SqlRequestSpecs(api_engine), scheduler=scheduler.scheduler,
-                              placement=placement, server_groups=server_group)
+    return TaskWiring(cells=cells, specs=SqlRequestSpecs(api_engine), scheduler=scheduler.scheduler,
+                      placement=placement, server_groups=server_group)
 
 
-def make_lifecycle_tasks(*, cells: CellCatalog, api_engine: Engine, scheduler: SchedulerService,
-                         placement: PlacementClient, offload_at_once: bool = True):
-    """Stop/start, shelve/unshelve, rebuild and lock (``billeting.conductor.lifecycle``)."""
-    from billeting.conductor.lifecycle import LifecycleTasks
-    from billeting.scheduler.service import groups
-
-    def server_group(uuid: str, request):
-        try:
-            return groups.for_request(groups.get(scheduler, uuid), request)
-        except groups.NotFound:
-            return None
-
-    return LifecycleTasks(cells=cells, specs=SqlRequestSpecs(api_engine), scheduler=scheduler.scheduler,
-                          placement=placement, offload_at_once=offload_at_once, server_groups=server_group)
+def make_move_tasks(wiring: TaskWiring):
+    """The move tasks (``billeting.conductor.moves.ConductorMoveTasks``), or
+    None while that module does not exist: server actions then answer 409."""
+    try:
+        from billeting.conductor.moves import ConductorMoveTasks  # type: ignore[import-not-found]
+    except ImportError:
+        LOG.warning("billeting.conductor.moves is not available: server move actions are disabled")
+        return None
+    return ConductorMoveTasks(wiring)
 
 
 class ControlPlane:
@@ -102,10 +93,10 @@ class ControlPlane:
         else:
             self._pool = ThreadPoolExecutor(max_workers=conductor_threads, thread_name_prefix="super-conductor")
             cast = self._submit
-        self.moves = make_move_tasks(cells=cells, api_engine=api_engine, scheduler=self.scheduler,
-                                     placement=placement)
-        self.lifecycle = make_lifecycle_tasks(cells=cells, api_engine=api_engine, scheduler=self.scheduler,
-                                              placement=placement, offload_at_once=shelve_offloads_at_once)
+        wiring = _task_wiring(cells=cells, api_engine=api_engine, scheduler=self.scheduler, placement=placement)
+        self.moves = make_move_tasks(wiring)
+        # Stop/start, shelve/unshelve, rebuild and lock.
+        self.lifecycle = LifecycleTasks(wiring, offload_at_once=shelve_offloads_at_once)
         cells.health.on_change(self._cell_changed)
         self.deps = ComputeAPIDeps(api_engine=api_engine, cells=cells, scheduler=self.scheduler, cast_build=cast,
                                    moves=self.moves, lifecycle=self.lifecycle, on_service_change=self.scheduler.catalog.invalidate,

@@ -9,9 +9,9 @@ from billeting.api.compute.errors import bad_request, not_found
 from billeting.apidb import server_groups as store
 from billeting.apidb.server_groups import StoredGroup
 from billeting.common.db.tx import run_read
+from billeting.scheduler.errors import SchedulerError
 from billeting.scheduler.request import HOST_SCOPE
 from billeting.scheduler.service import groups
-from billeting.scheduler.errors import SchedulerError as ServiceError
 
 
 def view(group: StoredGroup, ctx: RequestContext) -> dict:
@@ -78,7 +78,7 @@ class ServerGroups:
             created = groups.create(self.deps.scheduler, groups.GroupSpec(
                 name=sg["name"], policy=policy, project_id=ctx.project_id, user_id=ctx.user_id,
                 max_server_per_host=max_per_host, scope=rules.get("scope", HOST_SCOPE)))
-        except ServiceError as exc:
+        except SchedulerError as exc:
             raise bad_request(exc.detail) from None
         stored = groups.get(self.deps.scheduler, created.uuid)
         resp.media = {"server_group": view(stored, ctx)}

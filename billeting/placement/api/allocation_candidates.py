@@ -240,7 +240,7 @@ def resolve(conn: Connection, parsed: ParsedQuery, mv: tuple[int, int], settings
     if unknown:
         raise _bad(f"No such trait(s): {', '.join(unknown)}.")
     groups = tuple(
-        candidates.RequestGroup(
+        candidates.ResolvedGroup(
             suffix=g.suffix,
             resources={rc_ids[name]: amount for name, amount in g.resources.items()},
             required=tuple(frozenset(trait_ids[n] for n in any_of) for any_of in g.traits.required),
@@ -304,7 +304,7 @@ def _summary_shape(mv: tuple[int, int]) -> int:
     return 29 if mv >= (1, 29) else 17 if mv >= (1, 17) else 0
 
 
-def _wire_summary(s: candidates.ProviderSummary, shape: int) -> Fragment:
+def _wire_summary(s: candidates.EngineSummary, shape: int) -> Fragment:
     memo = s.wire
     if memo is None or memo[0] != shape:
         if shape == 29:

@@ -32,9 +32,9 @@ from billeting.placement.candidates import (
 )
 from billeting.placement.candidates.combine import Combiner, Pick, dedupe_key, shared_pairs
 from billeting.placement.candidates.model import (
-    AllocationRequest,
     CandidateRequest,
     CandidateResult,
+    EngineAllocation,
     SingleProviderRequests,
     empty_result,
 )
@@ -403,7 +403,7 @@ def _build(conn: Connection, request: CandidateRequest, picks: list,
             if uuids is None:
                 uuids = mapped_uuids[providers] = [uuid_of[p] for p in providers]
             mappings[suffix] = uuids
-        requests.append(AllocationRequest(allocations, mappings))
+        requests.append(EngineAllocation(allocations, mappings))
     return CandidateResult(requests, list(found.by_id.values()))
 
 
@@ -436,5 +436,5 @@ def _build_plain(conn: Connection, request: CandidateRequest, picks: list[tuple[
                 key = uuid(provider)
                 have = allocations.get(key)
                 allocations[key] = part if have is None else {**have, **part}
-        append(AllocationRequest(allocations, dict(zip(suffixes, map(mapped, pick)))))
+        append(EngineAllocation(allocations, dict(zip(suffixes, map(mapped, pick)))))
     return CandidateResult(requests, list(found.by_id.values()))

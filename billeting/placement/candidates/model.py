@@ -6,6 +6,12 @@ HTTP layer; everything going out is keyed by the public names (provider uuids,
 resource class and trait names) so that the HTTP layer only has to wrap it in
 the shape of the negotiated microversion. Leaf values are plain dicts and lists
 that serialize directly with orjson, which keeps response building cheap.
+
+A client's view of the same objects is ``billeting.placement_client.model``
+(``RequestGroup``, ``ProviderSummary``, ``AllocationRequest``): msgspec Structs
+in the wire shape, keyed by names. The engine's types stay separate because
+they hold something else: database ids, pre-serialized fragments and a
+response memo, built by the thousand per request without a wire round trip.
 """
 from __future__ import annotations
 
@@ -16,9 +22,11 @@ from orjson import Fragment
 
 
 @dataclass(slots=True, frozen=True)
-class RequestGroup:
-    """One request group (docs/design/allocation-candidates.md#one-request-group). ``suffix`` is ``""`` for
-    the unsuffixed group."""
+class ResolvedGroup:
+    """One request group (docs/design/allocation-candidates.md#one-request-group), its classes and
+    traits resolved to database ids (the client's by-name form is
+    ``placement_client.model.RequestGroup``). ``suffix`` is ``""`` for the
+    unsuffixed group."""
 
     suffix: str
     # resource class id -> amount; empty for a resourceless group (>= 1.36)
@@ -38,7 +46,7 @@ class RequestGroup:
 
 @dataclass(slots=True, frozen=True)
 class CandidateRequest:
-    groups: tuple[RequestGroup, ...]
+    groups: tuple[ResolvedGroup, ...]
     limit: int | None = None
     group_policy: str | None = None  # "none", "isolate" or None
     root_required: frozenset[int] = frozenset()
@@ -59,7 +67,7 @@ class CandidateRequest:
         return frozenset(rc for g in self.groups for rc in g.resources)
 
 
-class Capacity(TypedDict):
+class EngineCapacity(TypedDict):
     """One class in a provider summary (a plain dict: cheapest to build and serialize)."""
 
     capacity: int
@@ -67,13 +75,16 @@ class Capacity(TypedDict):
 
 
 @dataclass(slots=True)
-class ProviderSummary:
+class EngineSummary:
+    """One provider of ``provider_summaries`` as the engine finds it (the
+    decoded wire form is ``placement_client.model.ProviderSummary``)."""
+
     uuid: str
     parent_uuid: str | None
     root_uuid: str
     # resource class name -> capacity/usage, and trait names; either may be
     # already-serialized JSON of that shape (an orjson.Fragment)
-    resources: dict[str, Capacity] | Fragment
+    resources: dict[str, EngineCapacity] | Fragment
     traits: list[str] | Fragment
     # (response shape, its serialized form), memoized by the HTTP layer:
     # cached summaries are sent again and again unchanged. One shape only
@@ -83,7 +94,10 @@ class ProviderSummary:
 
 
 @dataclass(slots=True)
-class AllocationRequest:
+class EngineAllocation:
+    """One allocation request as the engine builds it: plain dicts, without
+    the wire's ``resources`` level (that is ``placement_client.model.AllocationRequest``)."""
+
     # provider uuid -> {resource class name: amount}; the inner dicts may be
     # shared between requests and must be treated as read-only
     allocations: dict[str, dict[str, int]]
@@ -105,18 +119,18 @@ class SingleProviderRequests:
 
 @dataclass(slots=True)
 class CandidateResult:
-    allocation_requests: list[AllocationRequest] | SingleProviderRequests
-    provider_summaries: list[ProviderSummary]
+    allocation_requests: list[EngineAllocation] | SingleProviderRequests
+    provider_summaries: list[EngineSummary]
 
     def __len__(self) -> int:
         requests = self.allocation_requests
         return len(requests.providers if isinstance(requests, SingleProviderRequests) else requests)
 
-    def requests(self) -> list[AllocationRequest]:
+    def requests(self) -> list[EngineAllocation]:
         """The allocation requests, always in the general form."""
         requests = self.allocation_requests
         if isinstance(requests, SingleProviderRequests):
-            return [AllocationRequest({p: requests.resources}, {requests.suffix: [p]}) for p in requests.providers]
+            return [EngineAllocation({p: requests.resources}, {requests.suffix: [p]}) for p in requests.providers]
         return requests
 
 

@@ -17,13 +17,13 @@ from operator import itemgetter
 from sqlalchemy import Connection, Integer, literal_column, select, union_all
 
 from billeting.placement.candidates import sql
-from billeting.placement.candidates.model import CandidateRequest, RequestGroup
+from billeting.placement.candidates.model import CandidateRequest, ResolvedGroup
 from billeting.placement.candidates.world import Sharing, World
 
 
 @dataclass(slots=True)
 class GroupCandidates:
-    group: RequestGroup
+    group: ResolvedGroup
     # unsuffixed group of a deployment with trees or sharing
     # (docs/design/allocation-candidates.md#one-request-group)
     tree_wide: bool
@@ -44,11 +44,11 @@ class Found:
     parents: dict[int, int] | None = None
 
 
-def is_tree_wide(group: RequestGroup, world: World) -> bool:
+def is_tree_wide(group: ResolvedGroup, world: World) -> bool:
     return not group.suffixed and (world.has_trees or world.sharing is not None)
 
 
-def _parts(group: RequestGroup, world: World) -> list[tuple[int | None, dict[int, int], bool]]:
+def _parts(group: ResolvedGroup, world: World) -> list[tuple[int | None, dict[int, int], bool]]:
     """(rc or None, resources, own_traits) per query branch of a group: one per
     class for a tree-wide group asking for several classes, else one."""
     if is_tree_wide(group, world) and len(group.resources) > 1:

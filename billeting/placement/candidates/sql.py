@@ -45,7 +45,7 @@ from sqlalchemy import (
     union_all,
 )
 
-from billeting.placement.candidates.model import RequestGroup
+from billeting.placement.candidates.model import ResolvedGroup
 from billeting.placement.store import tables as t
 
 RP = t.resource_providers
@@ -360,7 +360,7 @@ def _sharing_or(plan: Plan, p, sharing_ids: Collection[int], conds: list):
 
 # --- request groups ---------------------------------------------------------
 
-def group_filters(plan: Plan, p, group: RequestGroup, resources: dict[int, int], *, tree_wide: bool,
+def group_filters(plan: Plan, p, group: ResolvedGroup, resources: dict[int, int], *, tree_wide: bool,
                   own_traits: bool, form: Form, sharing_ids: Collection[int] = (),
                   capacity: bool = True) -> list:
     """Conditions on provider alias ``p`` to serve ``resources`` for ``group``.

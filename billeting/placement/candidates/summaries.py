@@ -33,7 +33,7 @@ import orjson
 
 from billeting.placement.candidates import names, sql, summary_cache
 from billeting.placement.candidates.combine import Fact
-from billeting.placement.candidates.model import Capacity, ProviderSummary
+from billeting.placement.candidates.model import EngineCapacity, EngineSummary
 from billeting.placement.store import tables as t
 
 
@@ -44,7 +44,7 @@ _PROVIDERS_PER_TREE = 4
 
 @dataclass(slots=True)
 class Summaries:
-    by_id: dict[int, ProviderSummary]
+    by_id: dict[int, EngineSummary]
     uuid_of: dict[int, str]
 
 
@@ -172,7 +172,7 @@ def _row_details(conn: Connection, rows, roots, provider_ids, classes, with_trai
     trait_pairs = [(row[1], row[2]) for row in details if row[0]]
     rc_name = names.rc_names(conn, {row[2] for row in inventories})
     trait_name = names.trait_names(conn, {trait_id for _, trait_id in trait_pairs}) if trait_pairs else {}
-    resources: dict[int, dict[str, Capacity]] = {row[0]: {} for row in rows}
+    resources: dict[int, dict[str, EngineCapacity]] = {row[0]: {} for row in rows}
     for _, provider_id, rc_id, total, reserved, ratio, used in inventories:
         resources[provider_id][rc_name[rc_id]] = {"capacity": int((total - reserved) * ratio), "used": int(used)}
     traits: dict[int, list[str]] = {row[0]: [] for row in rows}
@@ -219,7 +219,7 @@ def load(conn: Connection, *, roots: Collection[int] | None = None,
 
     by_id = {}
     for provider_id, uuid, parent_id, root_id in rows:
-        by_id[provider_id] = ProviderSummary(
+        by_id[provider_id] = EngineSummary(
             uuid=uuid, parent_uuid=uuid_of.get(parent_id) if parent_id is not None else None,
             root_uuid=uuid_of.get(root_id, uuid), resources=resources[provider_id],
             traits=traits[provider_id])

@@ -59,7 +59,7 @@ from sqlalchemy import (
 
 from billeting.placement import metrics
 from billeting.placement.candidates import names, sql
-from billeting.placement.candidates.model import ProviderSummary
+from billeting.placement.candidates.model import EngineSummary
 from billeting.placement.store import tables as t
 
 # About 40,000 summaries of a typical host (three classes, a few traits).
@@ -78,7 +78,7 @@ class _Entry:
     traits_length: int  # of the text in ``traits``
     usage: tuple[tuple[int, int], ...]  # (class id, used) that ``summary`` shows
     # every class; None when the parent or root uuid was not known
-    summary: ProviderSummary | None
+    summary: EngineSummary | None
     size: int  # bytes charged against MAX_BYTES
 
 
@@ -237,7 +237,7 @@ def _traits(trait_names: Sequence[str]) -> str:
 # --- loading --------------------------------------------------------------------
 
 def summarize(conn: Connection, rows: Sequence, classes=None,
-              usage: "Usage | None" = None) -> tuple[dict[int, ProviderSummary], dict[int, str]]:
+              usage: "Usage | None" = None) -> tuple[dict[int, EngineSummary], dict[int, str]]:
     """Summaries of exactly the providers of ``rows`` (laid out as
     ``row_columns``), keyed by provider id, and their uuids. ``usage``: read
     by the caller in this transaction (``usage_of``), else read here."""
@@ -249,7 +249,7 @@ def summarize(conn: Connection, rows: Sequence, classes=None,
     entries = cache.entries
     uuid_of = {row[0]: row[1] for row in rows}
     maker = _Maker(conn, used_by, uuid_of, classes)
-    by_id: dict[int, ProviderSummary] = {}
+    by_id: dict[int, EngineSummary] = {}
     stale = []
     get = entries.get
     for row in rows:
@@ -310,7 +310,7 @@ class _Maker:
             rc_name.update(names.rc_names(self.conn, unknown))
         return rc_name
 
-    def summary(self, row, entry: _Entry) -> ProviderSummary:
+    def summary(self, row, entry: _Entry) -> EngineSummary:
         provider_id, uuid, parent_id, root_id = row[:4]
         used = self.usage.get(provider_id) or {}
         used_key = tuple(sorted(used.items()))
@@ -323,7 +323,7 @@ class _Maker:
         uuid_of = self.uuid_of
         parent_uuid = uuid_of.get(parent_id) if parent_id is not None else None
         root_uuid = uuid_of.get(root_id)
-        summary = ProviderSummary(uuid=uuid, parent_uuid=parent_uuid, root_uuid=root_uuid or uuid,
+        summary = EngineSummary(uuid=uuid, parent_uuid=parent_uuid, root_uuid=root_uuid or uuid,
                                   resources=Fragment(resources), traits=entry.traits)
         # Kept only when it shows every class and its parent and root are known
         # (scopes below mv 1.29 may leave them out; those summaries omit them).

@@ -35,7 +35,7 @@ from sqlalchemy import Boolean, Connection, Integer, Text, cast, func, literal_c
 
 from billeting.placement import stock as provider_stock
 from billeting.placement.candidates import names, sql
-from billeting.placement.candidates.model import ProviderSummary
+from billeting.placement.candidates.model import EngineSummary
 from billeting.placement.stock import Stock
 
 # Windows of up to this many providers are read whole (see the module doc).
@@ -112,7 +112,7 @@ def serves(window: Window, provider_id: int, resources: dict[int, int]) -> bool:
 
 
 def summaries(conn: Connection, window: Window, rows: list, classes, with_traits: bool
-              ) -> dict[int, ProviderSummary]:
+              ) -> dict[int, EngineSummary]:
     """Summaries of the providers of ``rows`` (laid out as
     ``summary_cache.row_columns``), from what their windows returned; the
     same content as ``summaries.load`` gives. ``classes`` limits the
@@ -123,7 +123,7 @@ def summaries(conn: Connection, window: Window, rows: list, classes, with_traits
     trait_name = (names.trait_names(conn, {t for p in ids for t in trait_ids.get(p, ())})
                   if with_traits else {})
     uuid_of = {row[0]: row[1] for row in rows}
-    by_id: dict[int, ProviderSummary] = {}
+    by_id: dict[int, EngineSummary] = {}
     for provider_id, uuid, parent_id, root_id, *_ in rows:
         # Names are [A-Z0-9_] only: nothing to escape.
         entries = [f'"{rc_name[rc]}":{{"capacity":{int(item.capacity)},"used":{item.used}}}'
@@ -133,7 +133,7 @@ def summaries(conn: Connection, window: Window, rows: list, classes, with_traits
         own = trait_ids.get(provider_id)
         traits = (Fragment("[" + ",".join(sorted(f'"{trait_name[t]}"' for t in own)) + "]")
                   if with_traits and own else _EMPTY_LIST)
-        by_id[provider_id] = ProviderSummary(
+        by_id[provider_id] = EngineSummary(
             uuid=uuid, parent_uuid=uuid_of.get(parent_id) if parent_id is not None else None,
             root_uuid=uuid_of.get(root_id, uuid), resources=resources, traits=traits)
     return by_id

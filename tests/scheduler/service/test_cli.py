@@ -153,6 +153,31 @@ def test_settings_precedence(tmp_path):
         ).query_placement_for_image_type_support
 
 
+def test_every_serve_flag_reaches_the_settings(tmp_path):
+    """The flags' names are read from the parser: each one given lands in
+    the settings, and the pool flags (not settings of the service) stay out."""
+    from billeting.cli import build_parser
+    from billeting.commands.scheduler import load_config
+
+    ini = tmp_path / "billeting.conf"
+    ini.write_text("[scheduler_api]\nport = 9001\n")
+    common = ["scheduler", "serve", "--config-file", str(ini), "--db", "sqlite:///x.sqlite", "--log-level", "debug",
+              "--host", "0.0.0.0", "--port", "9002", "--workers", "2", "--threads", "3", "--placement-token", "t",
+              "--transport-url", "memory:///x", "--auth", "keystone", "--policy-file", "p.yaml", "--legacy-policy",
+              "--auto-upgrade", "--db-pool-size", "7"]
+    cfg = load_config(build_parser().parse_args([*common, "--placement-url", "http://p.example:1"]))
+    assert (cfg.config_file, cfg.db, cfg.log_level, cfg.host, cfg.port, cfg.workers, cfg.threads,
+            cfg.placement_url, cfg.placement_token, cfg.transport_url, cfg.auth, cfg.policy_file,
+            cfg.legacy_policy, cfg.auto_upgrade) == (
+        str(ini), "sqlite:///x.sqlite", "DEBUG", "0.0.0.0", 9002, 2, 3, "http://p.example:1", "t", "memory:///x",
+        "keystone", "p.yaml", True, True)
+    assert not hasattr(cfg, "db_pool_size")
+    assert load_config(build_parser().parse_args([*common, "--placement-db", "sqlite:///p.sqlite"])).placement_db \
+        == "sqlite:///p.sqlite"
+    # Flags left out keep the file's value.
+    assert load_config(build_parser().parse_args(["scheduler", "serve", "--config-file", str(ini)])).port == 9001
+
+
 def test_keystone_placement_auth_comes_from_the_placement_section(tmp_path):
     from billeting.placement_client import KeystoneAuth
     from billeting.scheduler.serve import keystone_auth
