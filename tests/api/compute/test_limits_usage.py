@@ -13,7 +13,13 @@ from billeting.apidb import build_requests
 from billeting.cells import tables as ct
 from billeting.common.db.tx import run_write
 from billeting.scheduler.nova import Flavor
-from tests.api.compute.test_listing_reference import PROJECTS, _servers, _write, listing_plane  # noqa: F401
+from tests.api.compute.test_listing_reference import (  # noqa: F401
+    PROJECTS,
+    _servers,
+    _write,
+    handed_over_after_the_first_read,
+    listing_plane,
+)
 
 BIG = Flavor(vcpus=7, memory_mb=12288, root_gb=3, name="large", extra_specs={"hw:cpu_policy": "dedicated"})
 
@@ -55,22 +61,7 @@ def test_a_server_handed_to_its_cell_while_the_cell_is_read_counts_once(listing_
     from billeting.api.compute import limits
 
     client, engines, _ = listing_plane
-    queued = _servers(random.Random(9), 1)[0]
-    queued = msgspec.structs.replace(queued, cell=None, vm_state="building", task_state="scheduling",
-                                 project_id="p-moving")
-    _write(api_engine, engines, [queued])
-    real = limits.read_cell
-    moved = []
-
-    def read_then_hand_over(deps, cell, read):
-        answer = real(deps, cell, read)
-        if cell == "cell1" and not moved:  # the conductor hands the server to cell1 now
-            moved.append(cell)
-            _write(api_engine, engines, [msgspec.structs.replace(queued, cell="cell1", vm_state="active", task_state=None)],
-                   api_rows=False)
-        return answer
-
-    monkeypatch.setattr(limits, "read_cell", read_then_hand_over)
+    _, moved = handed_over_after_the_first_read(monkeypatch, limits, api_engine, engines, 9)
     r = client.simulate_get("/v2.1/limits", query_string="tenant_id=p-moving", headers={"X-Auth-Token": "admin"})
     assert r.status_code == 200, r.text
     assert moved and r.json["limits"]["absolute"]["totalInstancesUsed"] == 1

@@ -413,6 +413,27 @@ def test_a_listed_body_is_the_body_the_server_shows_alone(listing_plane, api_eng
     assert compared > 40
 
 
+def handed_over_after_the_first_read(monkeypatch, module, api_engine, engines, seed: int) -> tuple:
+    """A server queued as a build request (project ``p-moving``) that the
+    conductor hands to cell1 right after ``module``'s first read of cell1;
+    returns it and a list that holds the cell once the hand-over happened."""
+    queued = msgspec.structs.replace(_servers(random.Random(seed), 1)[0], cell=None, vm_state="building",
+                                     task_state="scheduling", project_id="p-moving")
+    _write(api_engine, engines, [queued])
+    real, moved = module.read_cell, []
+
+    def read_then_hand_over(deps, cell, read):
+        answer = real(deps, cell, read)
+        if cell == "cell1" and not moved:
+            moved.append(cell)
+            _write(api_engine, engines, [msgspec.structs.replace(queued, cell="cell1", vm_state="active",
+                                                                 task_state=None)], api_rows=False)
+        return answer
+
+    monkeypatch.setattr(module, "read_cell", read_then_hand_over)
+    return queued, moved
+
+
 def test_a_server_handed_to_its_cell_between_the_cells_reads_is_listed_once(listing_plane, api_engine, monkeypatch):
     """A listing asks a cell which queued servers it holds, then reads the
     cell's page: a server handed over between the two is in the page and
@@ -420,21 +441,7 @@ def test_a_server_handed_to_its_cell_between_the_cells_reads_is_listed_once(list
     from billeting.api.compute import server_listing
 
     client, engines, _ = listing_plane
-    queued = msgspec.structs.replace(_servers(random.Random(11), 1)[0], cell=None, vm_state="building",
-                                     task_state="scheduling", project_id="p-moving")
-    _write(api_engine, engines, [queued])
-    real = server_listing.read_cell
-    moved = []
-
-    def read_then_hand_over(deps, cell, read):
-        answer = real(deps, cell, read)
-        if cell == "cell1" and not moved:  # the conductor hands the server to cell1 now
-            moved.append(cell)
-            _write(api_engine, engines, [msgspec.structs.replace(queued, cell="cell1", vm_state="active",
-                                                                 task_state=None)], api_rows=False)
-        return answer
-
-    monkeypatch.setattr(server_listing, "read_cell", read_then_hand_over)
+    queued, moved = handed_over_after_the_first_read(monkeypatch, server_listing, api_engine, engines, 11)
     r = client.simulate_get("/v2.1/servers", query_string="all_tenants=1&project_id=p-moving",
                             headers={"X-Auth-Token": "admin"})
     assert r.status_code == 200, r.text
