@@ -15,7 +15,9 @@ position" is exact. A query names the columns it needs (``ListQuery.columns``):
 an index page whose filters are all in SQL reads the uuid, the name and
 its sort columns; rows checked further by the API read every scalar; a
 detail page also reads what its bodies show (flavor, image, lock), so that
-one read per cell serves the page: no record is read whole.
+one read per cell serves the page: no record is read whole. Each shape of
+SELECT is built once (``_prepared``); on PostgreSQL it runs through the
+driver (``billeting.common.db.rawread``).
 """
 from __future__ import annotations
 
