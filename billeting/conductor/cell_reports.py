@@ -12,7 +12,8 @@ A cell whose database does not answer (``CellCatalog.read``) is skipped
 rather than failing the refresh: its hosts keep the records last read,
 marked down, so no build is sent there; the cell is logged once when it
 goes down and once when it is back, and each skipped refresh is counted
-(``billeting_scheduler_cells_skipped_total``).
+(``billeting_scheduler_cells_skipped_total``). ``refresh_on_recovery``
+has a catalog read its host records again as soon as a cell is back.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from sqlalchemy import Engine
 
 from billeting.apidb import cell_mappings
 from billeting.apidb.cell_directory import CellCatalog
-from billeting.cells.health import CellUnavailable
+from billeting.cells.health import CellHealth, CellUnavailable
 from billeting.cells.health_metrics import observe_cell_skipped
 from billeting.cells.hosts import host_reports, merged
 from billeting.cells.services import DEFAULT_DOWN_TIME_S
@@ -99,3 +100,16 @@ class CellHostReports:
             LOG.exception("could not map compute hosts to their cells")
         finally:
             self._lock.release()
+
+
+def refresh_on_recovery(health: CellHealth, invalidate: Callable[[], None]) -> None:
+    """Call ``invalidate`` (a host catalog's) whenever a cell answers again:
+    the records read while it was down show its hosts down, and waiting for
+    the periodic refresh would leave a build forced onto one of them without
+    a valid host. On a thread of its own: the health guard calls listeners
+    from within a read, which may be the catalog's own refresh (holding the
+    catalog's lock)."""
+    def changed(cell: str, up: bool, _reason: str) -> None:
+        if up:
+            threading.Thread(target=invalidate, name=f"catalog-invalidate-{cell}", daemon=True).start()
+    health.on_change(changed)

@@ -90,10 +90,16 @@ def build_service(config: ServiceConfig):
     # of processes that died before answering.
     inflight = InFlight(engine, client, grace_s=config.orphaned_claims_grace_s)
     inflight.start()
-    return SchedulerService(client, engine, config.scheduler_settings(),
-                            down_after_s=config.service_down_time, directory_check_s=config.directory_check_s,
-                            group_lock_in_process=shared_sqlite, reports=cell_reports(engine, config),
-                            inflight=inflight)
+    reports = cell_reports(engine, config)
+    service = SchedulerService(client, engine, config.scheduler_settings(),
+                               down_after_s=config.service_down_time, directory_check_s=config.directory_check_s,
+                               group_lock_in_process=shared_sqlite, reports=reports, inflight=inflight)
+    if reports is not None:
+        from billeting.conductor.cell_reports import refresh_on_recovery
+
+        # A cell back: its hosts' records (shown down meanwhile) are read again now.
+        refresh_on_recovery(reports.cells.health, service.catalog.invalidate)
+    return service
 
 
 def cell_reports(engine, config: ServiceConfig):

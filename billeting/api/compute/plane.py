@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from sqlalchemy import Engine
@@ -21,7 +20,7 @@ from billeting.apidb.host_reports import HostReportLoader
 from billeting.apidb.request_specs import SqlRequestSpecs
 from billeting.cells.services import DEFAULT_DOWN_TIME_S
 from billeting.conductor import super_conductor as sc
-from billeting.conductor.cell_reports import CellHostReports
+from billeting.conductor.cell_reports import CellHostReports, refresh_on_recovery
 from billeting.conductor.lifecycle import LifecycleTasks
 from billeting.conductor.wiring import TaskWiring
 from billeting.messaging import Bus
@@ -97,21 +96,10 @@ class ControlPlane:
         self.moves = make_move_tasks(wiring)
         # Stop/start, shelve/unshelve, rebuild and lock.
         self.lifecycle = LifecycleTasks(wiring, offload_at_once=shelve_offloads_at_once)
-        cells.health.on_change(self._cell_changed)
+        refresh_on_recovery(cells.health, self.scheduler.catalog.invalidate)
         self.deps = ComputeAPIDeps(api_engine=api_engine, cells=cells, scheduler=self.scheduler, cast_build=cast,
                                    moves=self.moves, lifecycle=self.lifecycle, on_service_change=self.scheduler.catalog.invalidate,
                                    service_down_time_s=service_down_time_s, enforcer=enforcer)
-
-    def _cell_changed(self, cell: str, up: bool, reason: str) -> None:
-        """A cell that answers again: the scheduler's host records of it are
-        from while it was down (its hosts shown down), so they are read again
-        at the next request rather than at the next periodic refresh; until
-        then a build forced onto one of its hosts would find no valid host.
-        On a thread of its own: the health guard calls this from within a
-        read, which may be the catalog's own refresh (holding its lock)."""
-        if up:
-            threading.Thread(target=self.scheduler.catalog.invalidate, name=f"catalog-invalidate-{cell}",
-                             daemon=True).start()
 
     def _submit(self, plan: sc.BuildPlan) -> None:
         def run() -> None:

@@ -180,16 +180,24 @@ class Services:
         ctx.authorize("os_compute_api:os-services:delete")
         cell, record = _service(self.deps, service_id, by_uuid=ctx.version.at_least(53))
         engine = self.deps.cells.engine_of(cell)
+        unavailable = f"Service {record.host}/{record.binary}"
         if record.binary == svc.COMPUTE:
-            hosting = [r for r in inst.on_host(engine, record.host) if r.vm_state != inst.VmState.DELETED]
+            def read():
+                return ([r for r in inst.on_host(engine, record.host) if r.vm_state != inst.VmState.DELETED],
+                        [m for m in cell_moves.involving(engine, record.host) if m.status not in MIGRATION_DONE],
+                        svc.nodes(engine, record.host))
+            try:  # (the cell may have stopped answering since the service was read)
+                hosting, moving, nodes = self.deps.cells.read(cell, read)
+            except CellUnavailable:
+                raise cells_unavailable({cell}, unavailable) from None
             if hosting:
                 raise conflict("Unable to delete compute service that is hosting instances. Migrate or delete "
                                "the instances first.")
-            if any(m.status not in MIGRATION_DONE for m in cell_moves.involving(engine, record.host)):
+            if moving:
                 raise conflict("Unable to delete compute service that has in-progress migrations. Complete the "
                                "migrations or delete the instances first.")
             client = self.deps.scheduler.client
-            for node in svc.nodes(engine, record.host):
+            for node in nodes:
                 try:
                     _delete_tree(client, node.uuid)
                 except PlacementError as exc:
@@ -198,7 +206,10 @@ class Services:
                                        f"node {node.nodename} still holds allocations in Placement.") from None
                     raise
             cell_mappings.unmap_host(self.deps.api_engine, record.host)
-        svc.remove(engine, record.host, record.binary)
+        try:  # (a 503 here is retried: what was already removed is not looked for again)
+            self.deps.cells.read(cell, lambda: svc.remove(engine, record.host, record.binary), deadline=False)
+        except CellUnavailable:
+            raise cells_unavailable({cell}, unavailable) from None
         self.deps.on_service_change()
         resp.status = falcon.HTTP_204
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import re
 from urllib.parse import quote
@@ -65,6 +66,13 @@ def host_id(project_id: str, host: str | None) -> str:
     """Nova's opaque per-project host digest."""
     if not host:
         return ""
+    return _digest(project_id, host)
+
+
+# A listing shows each (project, host) pair of its page: the same pairs page
+# after page, so they are hashed once per process, not once per body.
+@functools.lru_cache(maxsize=1 << 16)
+def _digest(project_id: str, host: str) -> str:
     return hashlib.sha224((project_id + host).encode()).hexdigest()
 
 
@@ -95,10 +103,12 @@ def fault(found: Fault, *, is_admin: bool) -> dict:
 
 class ServerBodies:
     """Server bodies for one request: what depends on the microversion, the
-    caller's role and the base URL is worked out once, and the flavor and
-    image blocks once per flavor and image, so that a page of a thousand
-    servers costs a thousand dicts and little else. Bodies share those
-    blocks: they are written out as they are, never changed."""
+    caller's role and the base URL is worked out once (a template body
+    whose constant entries every body copies), and the flavor and image
+    blocks once per flavor and image, so that a page of a thousand servers
+    costs a thousand dict copies and little else. Bodies share those blocks
+    and the template's empty containers: they are written out as they are,
+    never changed."""
 
     def __init__(self, *, version: Version, base: str, is_admin: bool, flavor_ids: dict[str, str]) -> None:
         self.base = base
@@ -109,14 +119,38 @@ class ServerBodies:
         self._bookmark = f"{base}/servers/"
         self._locked = version.at_least(9)
         self._host_status = version.at_least(16)
-        self._description = version.at_least(19)
-        self._tags = version.at_least(26)
-        self._flavor_by_name = not version.at_least(47)
         self._locked_reason = version.at_least(73)
         # by the JSON the rows hold
         self._flavors: dict[str, dict] = {}
         self._images: dict[str | None, dict | str] = {}
-        self._host_ids: dict[tuple[str, str], str] = {}
+        self._template = self._constant_body(version)
+
+    def _constant_body(self, version: Version) -> dict:
+        """Every key of a detail body in its order, those that vary per
+        server set to None (``detail`` fills them in)."""
+        body = dict.fromkeys(("id", "name", "status", "tenant_id", "user_id"))
+        body["metadata"] = {}
+        body.update(dict.fromkeys(("hostId", "image", "flavor", "created", "updated")))
+        body.update({"addresses": {}, "accessIPv4": "", "accessIPv6": "", "links": None,
+                     "OS-DCF:diskConfig": "MANUAL", "progress": 0, "OS-EXT-AZ:availability_zone": None,
+                     "config_drive": "", "key_name": None})
+        body.update(dict.fromkeys(("OS-SRV-USG:launched_at", "OS-SRV-USG:terminated_at", "OS-EXT-STS:task_state",
+                                   "OS-EXT-STS:vm_state", "OS-EXT-STS:power_state")))
+        body.update({"os-extended-volumes:volumes_attached": [], "security_groups": []})
+        if self.is_admin:
+            body.update(dict.fromkeys(("OS-EXT-SRV-ATTR:host", "OS-EXT-SRV-ATTR:hypervisor_hostname",
+                                       "OS-EXT-SRV-ATTR:instance_name")))
+        if self._locked:
+            body["locked"] = None
+        if version.at_least(19):
+            body["description"] = None
+        if version.at_least(26):
+            body["tags"] = []
+        if self._locked_reason:
+            body["locked_reason"] = None
+        if self._host_status:
+            body["host_status"] = None
+        return body
 
     def links(self, uuid: str) -> list[dict]:
         if not _UNRESERVED.fullmatch(uuid):
@@ -144,15 +178,6 @@ class ServerBodies:
                 if image_id else ""
         return block
 
-    def _host_id(self, project_id: str, host: str | None) -> str:
-        if not host:
-            return ""
-        key = (project_id, host)
-        digest = self._host_ids.get(key)
-        if digest is None:
-            digest = self._host_ids[key] = host_id(project_id, host)
-        return digest
-
     def detail(self, row: ListedRow, fault_: Fault | None = None) -> dict:
         """An entry of ``GET /servers/detail`` and the body of ``GET
         /servers/{id}``: ``row`` read with every column a detail body shows
@@ -160,29 +185,32 @@ class ServerBodies:
         uuid, project_id, host, vm_state = row.uuid, row.project_id, row.host, row.vm_state
         task_state = row.task_state or None
         deleted_at = row.deleted_at
-        body = {
-            "id": uuid, "name": row.name, "status": status(vm_state, task_state), "tenant_id": project_id,
-            "user_id": row.user_id, "metadata": {}, "hostId": self._host_id(project_id, host),
-            "image": self._image(row.image_json), "flavor": self._flavor(row.flavor_json),
-            "created": iso(row.created_at), "updated": iso(row.updated_at), "addresses": {}, "accessIPv4": "",
-            "accessIPv6": "", "links": self.links(uuid), "OS-DCF:diskConfig": "MANUAL", "progress": 0,
-            "OS-EXT-AZ:availability_zone": row.availability_zone or "", "config_drive": "", "key_name": None,
-            "OS-SRV-USG:launched_at": iso_micro(row.launched_at),
-            "OS-SRV-USG:terminated_at": iso_micro(deleted_at) if deleted_at is not None else None,
-            "OS-EXT-STS:task_state": task_state, "OS-EXT-STS:vm_state": vm_state,
-            "OS-EXT-STS:power_state": _POWER.get(vm_state, 0), "os-extended-volumes:volumes_attached": [],
-            "security_groups": [],
-        }
+        image = self._images.get(row.image_json)
+        flavor = self._flavors.get(row.flavor_json)  # type: ignore[arg-type]
+        body = self._template.copy()
+        body["id"] = uuid
+        body["name"] = row.name
+        body["status"] = status(vm_state, task_state)
+        body["tenant_id"] = project_id
+        body["user_id"] = row.user_id
+        body["hostId"] = _digest(project_id, host) if host else ""
+        body["image"] = image if image is not None else self._image(row.image_json)
+        body["flavor"] = flavor if flavor is not None else self._flavor(row.flavor_json)  # type: ignore[arg-type]
+        body["created"] = iso(row.created_at)
+        body["updated"] = iso(row.updated_at)
+        body["links"] = self.links(uuid)
+        body["OS-EXT-AZ:availability_zone"] = row.availability_zone or ""
+        body["OS-SRV-USG:launched_at"] = iso_micro(row.launched_at)
+        body["OS-SRV-USG:terminated_at"] = iso_micro(deleted_at) if deleted_at is not None else None
+        body["OS-EXT-STS:task_state"] = task_state
+        body["OS-EXT-STS:vm_state"] = vm_state
+        body["OS-EXT-STS:power_state"] = _POWER.get(vm_state, 0)
         if self.is_admin:
             body["OS-EXT-SRV-ATTR:host"] = host
             body["OS-EXT-SRV-ATTR:hypervisor_hostname"] = row.node
             body["OS-EXT-SRV-ATTR:instance_name"] = f"instance-{uuid[:8]}"
         if self._locked:
             body["locked"] = row.locked_by is not None
-        if self._description:
-            body["description"] = None
-        if self._tags:
-            body["tags"] = []
         if self._locked_reason:
             body["locked_reason"] = row.locked_reason
         if self._host_status:

@@ -254,3 +254,35 @@ def test_a_build_forced_onto_a_host_of_a_cell_just_back_is_placed_at_once(two_ce
     after = p.boot(name="after", availability_zone="nova:host2")
     wait_for(lambda: p.status(after) in ("ACTIVE", "ERROR"), what="the forced build done")
     assert p.status(after) == "ACTIVE"
+
+
+def test_a_service_change_whose_cell_stops_answering_after_the_service_was_found_is_a_503(two_cells, monkeypatch):
+    """``PUT``/``DELETE /os-services/{id}`` read the cell again after finding
+    the service (its servers, its moves, its nodes) and then write it: a cell
+    gone meanwhile answers 503 like the other actions, and nothing of the
+    service is removed."""
+    from billeting.api.compute import services
+
+    p = two_cells
+    ids = {s["host"]: s["id"] for s in p.call("GET", "/v2.1/os-services", headers=V69).json["services"]
+           if s["binary"] == "nova-compute"}
+    found_then_cut = services._all_services
+    cuts = []
+
+    def all_services(deps, down=None):
+        found = found_then_cut(deps, down)
+        cuts.append(cut(p.cells, "cell2"))
+        return found
+    monkeypatch.setattr(services, "_all_services", all_services)
+    for method, body in (("DELETE", None), ("PUT", {"status": "disabled"})):
+        r = p.call(method, f"/v2.1/os-services/{ids['host2']}", body, headers=V69)
+        assert r.status_code == 503, (method, r.text)
+        assert "cell2" in r.json["serviceUnavailable"]["message"], r.text
+        cuts.pop()()
+        wait_for(lambda: found_then_cut(p.plane.deps) and "cell2" not in p.cells.health.down_cells(),
+                 timeout=10, what="cell2 back")
+    monkeypatch.undo()
+    listed_services = {s["host"]: s for s in p.call("GET", "/v2.1/os-services", headers=V69).json["services"]
+                       if s["binary"] == "nova-compute"}
+    assert listed_services["host2"]["status"] == "enabled"
+    assert p.call("DELETE", f"/v2.1/os-services/{ids['host2']}", headers=V69).status_code == 204
