@@ -16,7 +16,7 @@ from pathlib import Path
 
 import platformdirs
 
-from billeting.serving.options import MAX_THREADS, MAX_WORKERS
+from billeting.serving.options import KEEPALIVE_TIMEOUT_S, MAX_THREADS, MAX_WORKERS
 
 DEFAULT_INCOMPLETE_CONSUMER = "00000000-0000-0000-0000-000000000000"
 
@@ -48,7 +48,7 @@ class Settings:
     # between requests; seconds SIGTERM waits for requests in flight; bytes.
     header_timeout: float = 10.0
     body_timeout: float = 30.0
-    keepalive_timeout: float = 5.0
+    keepalive_timeout: float = KEEPALIVE_TIMEOUT_S
     graceful_timeout: float = 10.0
     max_body_size: int = 4 * 1024 * 1024
     auth: str = "noauth2"  # or "keystone"

@@ -15,6 +15,8 @@ MIB = 1024 * KIB
 # fail deep in the master (the shared balance table) instead of as a usage error.
 MAX_WORKERS = 1024
 MAX_THREADS = 1024
+# Idle keep-alive connections are closed after this (see ServeOptions).
+KEEPALIVE_TIMEOUT_S = 75.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +65,10 @@ class ServeOptions:
     # a client that does not read its response is dropped after send_timeout.
     header_timeout: float = 10.0
     body_timeout: float = 30.0
-    keepalive_timeout: float = 5.0
+    # Longer than clients' polling intervals (the openstack CLI's --wait polls
+    # every 5 s): a timeout equal to one closes the connection just as the
+    # next poll is sent on it, which the client sees as a reset.
+    keepalive_timeout: float = KEEPALIVE_TIMEOUT_S
     send_timeout: float = 30.0
     # How long SIGTERM/SIGINT waits for requests in flight before workers are killed.
     graceful_timeout: float = 10.0

@@ -189,3 +189,28 @@ def test_sheds_are_spaced_and_never_when_stopping_or_alone():
         assert not alone.sheds_one()
     finally:
         alone.loop.close()
+
+
+def test_a_connection_idle_as_long_as_a_clients_poll_interval_is_still_open():
+    """The openstack CLI's ``--wait`` polls every 5 s on one kept-alive
+    connection: with a 5 s keep-alive timeout the server closed it just as
+    the next poll went out (a reset, seen on a loaded CI machine). The
+    default outlasts such intervals."""
+    from billeting.serving.in_thread import ThreadedServer
+    from billeting.serving.options import ServeOptions
+    from tests.serving.rawhttp import connect, read_answer
+
+    options = ServeOptions(host="127.0.0.1", port=0, threads=2)
+    assert options.keepalive_timeout >= 60
+    server = ThreadedServer(_hello, options)
+    try:
+        with connect(int(server.url.rsplit(":", 1)[1])) as sock:
+            for path in (b"/first", b"/after-a-poll-interval"):
+                sock.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+                answer = read_answer(sock)
+                assert answer.status == 200 and answer.body == path
+                assert answer.headers.get("connection") != "close"
+                if path == b"/first":
+                    time.sleep(5.5)
+    finally:
+        server.stop(10)
