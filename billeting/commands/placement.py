@@ -62,7 +62,7 @@ def register(commands) -> None:
     serve.add_argument("--body-timeout", type=float, metavar="SECONDS", default=None,
                        help="time a client gets to send a request body (default 30)")
     serve.add_argument("--keepalive-timeout", type=float, metavar="SECONDS", default=None,
-                       help="idle keep-alive connections are closed after this (default 5)")
+                       help="idle keep-alive connections are closed after this (default 75)")
     serve.add_argument("--graceful-timeout", type=float, metavar="SECONDS", default=None,
                        help="on SIGTERM/SIGINT, time given to requests in flight (default 10)")
     serve.add_argument("--max-body-size", type=int, metavar="BYTES", default=None,
