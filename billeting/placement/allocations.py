@@ -143,16 +143,25 @@ class _ProviderRef:
 def check_consumer_generations(conn: Connection, writes: Sequence[ConsumerWrite]) -> dict[str, Consumer]:
     """Apply the mv ≥ 1.28 consumer generation rules; return the existing consumers."""
     existing = consumers.get_many(conn, (w.consumer_uuid for w in writes))
+    _check_generations(writes, existing)
+    return existing
+
+
+def _check_generations(writes: Sequence[ConsumerWrite], existing: dict[str, Consumer]) -> None:
     for write in writes:
         if write.check_generation:
             consumers.check_generation(existing.get(write.consumer_uuid), write.generation)
-    return existing
+
+
+# The statements of every call, built once (each call only binds values).
+_PROVIDER_UUIDS = select(_rp.c.uuid).where(_rp.c.uuid.in_(bindparam("uuids", expanding=True)))
+_DELETE_OF_CONSUMERS = _a.delete().where(_a.c.consumer_id.in_(bindparam("consumer_ids", expanding=True)))
 
 
 def require_providers(conn: Connection, writes: Sequence[ConsumerWrite]) -> None:
     """400 for the first provider named in the allocations that does not exist."""
     wanted = _ordered_providers(writes)
-    found = set(conn.execute(select(_rp.c.uuid).where(_rp.c.uuid.in_(wanted))).scalars()) if wanted else set()
+    found = set(conn.execute(_PROVIDER_UUIDS, {"uuids": wanted}).scalars()) if wanted else set()
     for uuid in wanted:
         if uuid not in found:
             raise ProviderMissing(uuid)
@@ -171,12 +180,12 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
     uuids = [w.consumer_uuid for w in writes]
     if len(set(uuids)) != len(uuids):
         raise errors.InvalidInput("A consumer may only appear once in an allocation request.")
-    existing = check_consumer_generations(conn, writes)
-
-    # Rule 1: what the named consumers hold now. Cleared consumers' providers
-    # are bumped too (docs/design/placement-model.md#generations), so they must be
-    # known before generations are read.
-    held = _held(conn, [c.id for c in existing.values()])
+    # Rule 1, with the consumers: what the named consumers hold now.
+    # Cleared consumers' providers are bumped too
+    # (docs/design/placement-model.md#generations), so they must be known
+    # before generations are read.
+    existing, held = consumers.get_holding(conn, uuids)
+    _check_generations(writes, existing)
     cleared_ids: set[int] = set()
     for write in writes:
         consumer = existing.get(write.consumer_uuid)
@@ -236,7 +245,7 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
                              "resource_class_id": rc_ids[rc], "used": amount, "created_at": now})
     old_owner_ids = [c.id for c in existing.values()]
     if old_owner_ids:
-        conn.execute(_a.delete().where(_a.c.consumer_id.in_(old_owner_ids)))
+        conn.execute(_DELETE_OF_CONSUMERS, {"consumer_ids": sorted(old_owner_ids)})
     if rows:
         conn.execute(_a.insert(), rows)
     change: dict[tuple[int, int], int] = {}
@@ -289,19 +298,6 @@ def _ordered_providers(writes: Sequence[ConsumerWrite]) -> list[str]:
         for uuid in write.resources:
             seen.setdefault(uuid, None)
     return list(seen)
-
-
-def _held(conn: Connection, consumer_ids: list[int]) -> dict[int, dict[tuple[int, int], int]]:
-    """Per consumer id, what it holds now by (provider id, class id)."""
-    if not consumer_ids:
-        return {}
-    held: dict[int, dict[tuple[int, int], int]] = {}
-    rows = conn.execute(select(_a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used)
-                        .where(_a.c.consumer_id.in_(consumer_ids)))
-    for consumer_id, provider_id, class_id, used in rows:
-        amounts = held.setdefault(consumer_id, {})
-        amounts[(provider_id, class_id)] = amounts.get((provider_id, class_id), 0) + int(used)
-    return held
 
 
 def _state_query(by_uuid: bool, by_id: bool, with_mine: bool):
@@ -454,17 +450,25 @@ def _storable(text: str) -> bool:
     return "\x00" not in text
 
 
+_OF_CONSUMER = (select(_rp.c.uuid, _rp.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
+                .select_from(_a.join(_rp, _rp.c.id == _a.c.resource_provider_id)
+                             .join(_rc, _rc.c.id == _a.c.resource_class_id))
+                .where(_a.c.consumer_id == bindparam("consumer_id"))
+                .order_by(_a.c.id))
+
+_OF_PROVIDER = (select(t.consumers.c.uuid, t.consumers.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
+                .select_from(_a.join(t.consumers, t.consumers.c.id == _a.c.consumer_id)
+                             .join(_rc, _rc.c.id == _a.c.resource_class_id))
+                .where(_a.c.resource_provider_id == bindparam("provider_id"))
+                .order_by(_a.c.id))
+
+
 def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerAllocations | None:
     """The consumer's allocations grouped by provider; None when it has none."""
     consumer = consumers.get(conn, consumer_uuid) if _storable(consumer_uuid) else None
     if consumer is None:
         return None
-    rows = conn.execute(
-        select(_rp.c.uuid, _rp.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
-        .select_from(_a.join(_rp, _rp.c.id == _a.c.resource_provider_id)
-                     .join(_rc, _rc.c.id == _a.c.resource_class_id))
-        .where(_a.c.consumer_id == consumer.id)
-        .order_by(_a.c.id)).all()
+    rows = conn.execute(_OF_CONSUMER, {"consumer_id": consumer.id}).all()
     if not rows:
         return None
     parts: dict[str, ProviderPart] = {}
@@ -479,19 +483,16 @@ def for_provider(conn: Connection, provider_uuid: str) -> ProviderAllocations:
     if provider is None:
         raise errors.NotFound(f"Resource provider '{provider_uuid}' not found: "
                               f"No resource provider with uuid {provider_uuid} found")
-    c = t.consumers
-    rows = conn.execute(
-        select(c.c.uuid, c.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
-        .select_from(_a.join(c, c.c.id == _a.c.consumer_id)
-                     .join(_rc, _rc.c.id == _a.c.resource_class_id))
-        .where(_a.c.resource_provider_id == provider.id)
-        .order_by(_a.c.id)).all()
+    rows = conn.execute(_OF_PROVIDER, {"provider_id": provider.id}).all()
     parts: dict[str, ConsumerPart] = {}
     for row in rows:
         part = parts.setdefault(row.uuid, ConsumerPart(row.uuid, row.generation))
         part.resources[row.name] = part.resources.get(row.name, 0) + int(row.used)
     return ProviderAllocations(provider.uuid, provider.generation, list(parts.values()),
                                _newest(r.created_at for r in rows))
+
+
+_DELETE_OF_CONSUMER = _a.delete().where(_a.c.consumer_id == bindparam("consumer_id"))
 
 
 def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
@@ -502,14 +503,16 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     the consumer row against a concurrent PUT, which would otherwise insert
     allocations referencing a consumer row this transaction deletes.
     """
-    consumer = consumers.get(conn, consumer_uuid) if _storable(consumer_uuid) else None
-    # Read before the compare-and-set: rows changed after this read changed
-    # the consumer generation too, and the compare-and-set re-runs the unit.
-    held = _held(conn, [consumer.id]).get(consumer.id, {}) if consumer is not None else {}
+    # The consumer and its rows in one statement, read before the
+    # compare-and-set: rows changed after this read changed the consumer
+    # generation too, and the compare-and-set re-runs the unit.
+    found, holding = consumers.get_holding(conn, [consumer_uuid]) if _storable(consumer_uuid) else ({}, {})
+    consumer = found.get(consumer_uuid)
+    held = holding.get(consumer.id, {}) if consumer is not None else {}
     if not held:
         raise errors.NotFound(f"No allocations for consumer '{consumer_uuid}'")
     consumers.bump_generation(conn, consumer)
-    conn.execute(_a.delete().where(_a.c.consumer_id == consumer.id))
+    conn.execute(_DELETE_OF_CONSUMER, {"consumer_id": consumer.id})
     count_usage(conn, {pair: -amount for pair, amount in held.items()})
     consumers.delete(conn, [consumer.id])
 
