@@ -155,6 +155,7 @@ def _check_generations(writes: Sequence[ConsumerWrite], existing: dict[str, Cons
 
 # The statements of every call, built once (each call only binds values).
 _PROVIDER_UUIDS = select(_rp.c.uuid).where(_rp.c.uuid.in_(bindparam("uuids", expanding=True)))
+_INSERT = _a.insert()
 _DELETE_OF_CONSUMERS = _a.delete().where(_a.c.consumer_id.in_(bindparam("consumer_ids", expanding=True)))
 
 
@@ -247,7 +248,7 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
     if old_owner_ids:
         conn.execute(_DELETE_OF_CONSUMERS, {"consumer_ids": sorted(old_owner_ids)})
     if rows:
-        conn.execute(_a.insert(), rows)
+        conn.execute(_INSERT, rows)
     change: dict[tuple[int, int], int] = {}
     for amounts_held in held.values():
         for pair, amount in amounts_held.items():

@@ -70,6 +70,9 @@ class InventoryAtGeneration:
 
 # --- reading ---------------------------------------------------------------
 
+_INSERT = _inv.insert()
+
+
 def _rows_query(*extra):
     return (select(_inv, t.resource_classes.c.name.label("rc_name"), *extra)
             .join(t.resource_classes, t.resource_classes.c.id == _inv.c.resource_class_id)
@@ -226,7 +229,7 @@ def replace_inventories(conn: Connection, provider: Provider | ProviderKey,
             changed.sort(key=lambda values: values["class_id"])
             conn.execute(_UPDATE_BY_ID, changed)
         if new_rows:
-            conn.execute(_inv.insert(), new_rows)
+            conn.execute(_INSERT, new_rows)
     stock.refresh(conn, [provider.id])
     return stored
 
