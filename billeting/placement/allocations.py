@@ -149,10 +149,16 @@ def check_consumer_generations(conn: Connection, writes: Sequence[ConsumerWrite]
     return existing
 
 
+# The statements of every call, built once (each call only binds values).
+_PROVIDER_UUIDS = select(_rp.c.uuid).where(_rp.c.uuid.in_(bindparam("uuids", expanding=True)))
+_INSERT = _a.insert()
+_DELETE_OF_CONSUMERS = _a.delete().where(_a.c.consumer_id.in_(bindparam("consumer_ids", expanding=True)))
+
+
 def require_providers(conn: Connection, writes: Sequence[ConsumerWrite]) -> None:
     """400 for the first provider named in the allocations that does not exist."""
     wanted = _ordered_providers(writes)
-    found = set(conn.execute(select(_rp.c.uuid).where(_rp.c.uuid.in_(wanted))).scalars()) if wanted else set()
+    found = set(conn.execute(_PROVIDER_UUIDS, {"uuids": wanted}).scalars()) if wanted else set()
     for uuid in wanted:
         if uuid not in found:
             raise ProviderMissing(uuid)
@@ -175,7 +181,9 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
 
     # Rule 1: what the named consumers hold now. Cleared consumers' providers
     # are bumped too (docs/design/placement-model.md#generations), so they must be
-    # known before generations are read.
+    # known before generations are read. (Not read with the consumers, as a
+    # release does: for the new consumers of a claim, the usual case, that
+    # join reads more rows on PostgreSQL than the lookup alone.)
     held = _held(conn, [c.id for c in existing.values()])
     cleared_ids: set[int] = set()
     for write in writes:
@@ -236,9 +244,9 @@ def replace_allocations(conn: Connection, writes: Sequence[ConsumerWrite]) -> di
                              "resource_class_id": rc_ids[rc], "used": amount, "created_at": now})
     old_owner_ids = [c.id for c in existing.values()]
     if old_owner_ids:
-        conn.execute(_a.delete().where(_a.c.consumer_id.in_(old_owner_ids)))
+        conn.execute(_DELETE_OF_CONSUMERS, {"consumer_ids": sorted(old_owner_ids)})
     if rows:
-        conn.execute(_a.insert(), rows)
+        conn.execute(_INSERT, rows)
     change: dict[tuple[int, int], int] = {}
     for amounts_held in held.values():
         for pair, amount in amounts_held.items():
@@ -291,14 +299,16 @@ def _ordered_providers(writes: Sequence[ConsumerWrite]) -> list[str]:
     return list(seen)
 
 
-def _held(conn: Connection, consumer_ids: list[int]) -> dict[int, dict[tuple[int, int], int]]:
+_HELD = (select(_a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used)
+         .where(_a.c.consumer_id.in_(bindparam("consumer_ids", expanding=True))))
+
+
+def _held(conn: Connection, consumer_ids: list[int]) -> dict[int, consumers.Held]:
     """Per consumer id, what it holds now by (provider id, class id)."""
     if not consumer_ids:
         return {}
-    held: dict[int, dict[tuple[int, int], int]] = {}
-    rows = conn.execute(select(_a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used)
-                        .where(_a.c.consumer_id.in_(consumer_ids)))
-    for consumer_id, provider_id, class_id, used in rows:
+    held: dict[int, consumers.Held] = {}
+    for consumer_id, provider_id, class_id, used in conn.execute(_HELD, {"consumer_ids": sorted(consumer_ids)}):
         amounts = held.setdefault(consumer_id, {})
         amounts[(provider_id, class_id)] = amounts.get((provider_id, class_id), 0) + int(used)
     return held
@@ -454,17 +464,25 @@ def _storable(text: str) -> bool:
     return "\x00" not in text
 
 
+_OF_CONSUMER = (select(_rp.c.uuid, _rp.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
+                .select_from(_a.join(_rp, _rp.c.id == _a.c.resource_provider_id)
+                             .join(_rc, _rc.c.id == _a.c.resource_class_id))
+                .where(_a.c.consumer_id == bindparam("consumer_id"))
+                .order_by(_a.c.id))
+
+_OF_PROVIDER = (select(t.consumers.c.uuid, t.consumers.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
+                .select_from(_a.join(t.consumers, t.consumers.c.id == _a.c.consumer_id)
+                             .join(_rc, _rc.c.id == _a.c.resource_class_id))
+                .where(_a.c.resource_provider_id == bindparam("provider_id"))
+                .order_by(_a.c.id))
+
+
 def for_consumer(conn: Connection, consumer_uuid: str) -> ConsumerAllocations | None:
     """The consumer's allocations grouped by provider; None when it has none."""
     consumer = consumers.get(conn, consumer_uuid) if _storable(consumer_uuid) else None
     if consumer is None:
         return None
-    rows = conn.execute(
-        select(_rp.c.uuid, _rp.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
-        .select_from(_a.join(_rp, _rp.c.id == _a.c.resource_provider_id)
-                     .join(_rc, _rc.c.id == _a.c.resource_class_id))
-        .where(_a.c.consumer_id == consumer.id)
-        .order_by(_a.c.id)).all()
+    rows = conn.execute(_OF_CONSUMER, {"consumer_id": consumer.id}).all()
     if not rows:
         return None
     parts: dict[str, ProviderPart] = {}
@@ -479,19 +497,16 @@ def for_provider(conn: Connection, provider_uuid: str) -> ProviderAllocations:
     if provider is None:
         raise errors.NotFound(f"Resource provider '{provider_uuid}' not found: "
                               f"No resource provider with uuid {provider_uuid} found")
-    c = t.consumers
-    rows = conn.execute(
-        select(c.c.uuid, c.c.generation, _rc.c.name, _a.c.used, _a.c.created_at)
-        .select_from(_a.join(c, c.c.id == _a.c.consumer_id)
-                     .join(_rc, _rc.c.id == _a.c.resource_class_id))
-        .where(_a.c.resource_provider_id == provider.id)
-        .order_by(_a.c.id)).all()
+    rows = conn.execute(_OF_PROVIDER, {"provider_id": provider.id}).all()
     parts: dict[str, ConsumerPart] = {}
     for row in rows:
         part = parts.setdefault(row.uuid, ConsumerPart(row.uuid, row.generation))
         part.resources[row.name] = part.resources.get(row.name, 0) + int(row.used)
     return ProviderAllocations(provider.uuid, provider.generation, list(parts.values()),
                                _newest(r.created_at for r in rows))
+
+
+_DELETE_OF_CONSUMER = _a.delete().where(_a.c.consumer_id == bindparam("consumer_id"))
 
 
 def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
@@ -502,14 +517,16 @@ def delete_for_consumer(conn: Connection, consumer_uuid: str) -> None:
     the consumer row against a concurrent PUT, which would otherwise insert
     allocations referencing a consumer row this transaction deletes.
     """
-    consumer = consumers.get(conn, consumer_uuid) if _storable(consumer_uuid) else None
-    # Read before the compare-and-set: rows changed after this read changed
-    # the consumer generation too, and the compare-and-set re-runs the unit.
-    held = _held(conn, [consumer.id]).get(consumer.id, {}) if consumer is not None else {}
+    # The consumer and its rows in one statement, read before the
+    # compare-and-set: rows changed after this read changed the consumer
+    # generation too, and the compare-and-set re-runs the unit.
+    found, holding = consumers.get_holding(conn, [consumer_uuid]) if _storable(consumer_uuid) else ({}, {})
+    consumer = found.get(consumer_uuid)
+    held = holding.get(consumer.id, {}) if consumer is not None else {}
     if not held:
         raise errors.NotFound(f"No allocations for consumer '{consumer_uuid}'")
     consumers.bump_generation(conn, consumer)
-    conn.execute(_a.delete().where(_a.c.consumer_id == consumer.id))
+    conn.execute(_DELETE_OF_CONSUMER, {"consumer_id": consumer.id})
     count_usage(conn, {pair: -amount for pair, amount in held.items()})
     consumers.delete(conn, [consumer.id])
 

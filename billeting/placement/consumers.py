@@ -13,6 +13,7 @@ Every function takes an open connection inside the caller's transaction.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, Table, bindparam, literal, select, union_all, update
@@ -70,12 +71,15 @@ def _from_row(row) -> Consumer:
                     project_ref=row.project_ref, user_ref=row.user_ref, type_ref=row.type_ref)
 
 
-def get(conn: Connection, uuid: str) -> Consumer | None:
-    row = conn.execute(_select().where(_c.c.uuid == uuid)).first()
-    return _from_row(row) if row else None
-
-
+# Built once: SQLAlchemy then reuses their cache keys and compiled SQL, and a
+# call only binds values.
+_BY_UUID = _select().where(_c.c.uuid == bindparam("uuid"))
 _BY_UUIDS = _select().where(_c.c.uuid.in_(bindparam("uuids", expanding=True)))
+
+
+def get(conn: Connection, uuid: str) -> Consumer | None:
+    row = conn.execute(_BY_UUID, {"uuid": uuid}).first()
+    return _from_row(row) if row else None
 
 
 def get_many(conn: Connection, uuids) -> dict[str, Consumer]:
@@ -83,6 +87,43 @@ def get_many(conn: Connection, uuids) -> dict[str, Consumer]:
     if not uuids:
         return {}
     return {c.uuid: c for c in map(_from_row, conn.execute(_BY_UUIDS, {"uuids": sorted(uuids)}))}
+
+
+# What a consumer holds, by (provider id, class id): the amounts its allocation rows sum to.
+Held = dict[tuple[int, int], int]
+
+_a = t.allocations
+
+
+def _holding(where):
+    """The consumers of ``where``, each with its allocation rows (an outer join: none is one row)."""
+    return (_select().add_columns(_a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used)
+            .outerjoin(_a, _a.c.consumer_id == _c.c.id).where(where))
+
+
+_HOLDING_ONE = _holding(_c.c.uuid == bindparam("uuid"))
+_HOLDING_MANY = _holding(_c.c.uuid.in_(bindparam("uuids", expanding=True)))
+
+
+def get_holding(conn: Connection, uuids) -> tuple[dict[str, Consumer], dict[int, Held]]:
+    """The existing consumers among ``uuids`` (by uuid) and, per consumer
+    id, what each holds now (absent: nothing), in one statement: on READ
+    COMMITTED databases generations and rows come from one snapshot."""
+    uuids = sorted(set(uuids))
+    if not uuids:
+        return {}, {}
+    rows = (conn.execute(_HOLDING_ONE, {"uuid": uuids[0]}) if len(uuids) == 1
+            else conn.execute(_HOLDING_MANY, {"uuids": uuids}))
+    found: dict[str, Consumer] = {}
+    held: dict[int, Held] = {}
+    for row in rows:
+        if row.uuid not in found:
+            found[row.uuid] = _from_row(row)
+        if row.resource_provider_id is not None:
+            amounts = held.setdefault(row.id, {})
+            pair = (row.resource_provider_id, row.resource_class_id)
+            amounts[pair] = amounts.get(pair, 0) + int(row.used)
+    return found, held
 
 
 # --- generation rules (docs/design/placement-model.md#generations) ------------------------------------------
@@ -105,6 +146,12 @@ def check_generation(existing: Consumer | None, given: int | None) -> None:
 
 # --- first-use records ------------------------------------------------------
 
+@functools.cache
+def _id_by_name(table: Table, column: str):
+    """``SELECT id FROM table WHERE column = :value``, built once per table."""
+    return select(table.c.id).where(table.c[column] == bindparam("value"))
+
+
 def _ensure_named(conn: Connection, table: Table, column: str, value: str) -> int:
     """Id of the row whose ``column`` is ``value``, inserting it if missing.
 
@@ -112,14 +159,14 @@ def _ensure_named(conn: Connection, table: Table, column: str, value: str) -> in
     and INSERT: the insert then skips the duplicate instead of failing (it
     waits for the other writer first), and the second SELECT finds the row.
     """
-    col = table.c[column]
-    found = conn.execute(select(table.c.id).where(col == value)).scalar()
+    by_name = _id_by_name(table, column)
+    found = conn.execute(by_name, {"value": value}).scalar()
     if found is not None:
         return found
     found = insert_if_absent(conn, table, {column: value, "created_at": utcnow()})
     if found is not None:
         return found
-    found = conn.execute(select(table.c.id).where(col == value)).scalar()
+    found = conn.execute(by_name, {"value": value}).scalar()
     if found is None:  # the other creator rolled back after we skipped: run again
         raise Retry(f"{table.name} {value} vanished while being created")
     return found
@@ -167,7 +214,7 @@ def _insert_named(conn: Connection, table: Table, column: str, value: str) -> in
     found = insert_if_absent(conn, table, {column: value, "created_at": utcnow()})
     if found is not None:
         return found
-    found = conn.execute(select(table.c.id).where(table.c[column] == value)).scalar()
+    found = conn.execute(_id_by_name(table, column), {"value": value}).scalar()
     if found is None:  # the other creator rolled back after we skipped: run again
         raise Retry(f"{table.name} {value} vanished while being created")
     return found
@@ -226,7 +273,15 @@ def update_owner(conn: Connection, consumer: Consumer, owner: Owner) -> None:
         values["consumer_type_id"] = ensure_consumer_type(conn, owner.consumer_type)
     if values:
         values["updated_at"] = utcnow()
-        conn.execute(update(_c).where(_c.c.id == consumer.id).values(**values))
+        conn.execute(_owner_update(tuple(values)), {"consumer_id": consumer.id,
+                                                    **{f"new_{k}": v for k, v in values.items()}})
+
+
+@functools.cache
+def _owner_update(columns: tuple[str, ...]):
+    """The UPDATE of ``update_owner`` setting ``columns``, built once per set."""
+    return (update(_c).where(_c.c.id == bindparam("consumer_id"))
+            .values({name: bindparam(f"new_{name}") for name in columns}))
 
 
 _BUMP = (update(_c).where(_c.c.id == bindparam("consumer_id"), _c.c.generation == bindparam("seen"))
@@ -248,8 +303,11 @@ def bump_generation(conn: Connection, consumer: Consumer) -> int:
     return consumer.generation
 
 
+_DELETE = _c.delete().where(_c.c.id.in_(bindparam("ids", expanding=True)))
+
+
 def delete(conn: Connection, consumer_ids) -> None:
-    ids = set(consumer_ids)
+    ids = sorted(set(consumer_ids))
     if ids:
-        conn.execute(_c.delete().where(_c.c.id.in_(ids)))
+        conn.execute(_DELETE, {"ids": ids})
 

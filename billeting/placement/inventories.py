@@ -70,11 +70,21 @@ class InventoryAtGeneration:
 
 # --- reading ---------------------------------------------------------------
 
-def _rows(conn: Connection, provider_id: int, *extra):
-    query = (select(_inv, t.resource_classes.c.name.label("rc_name"), *extra)
-             .join(t.resource_classes, t.resource_classes.c.id == _inv.c.resource_class_id)
-             .where(_inv.c.resource_provider_id == provider_id))
-    return conn.execute(query).all()
+_INSERT = _inv.insert()
+
+
+def _rows_query(*extra):
+    return (select(_inv, t.resource_classes.c.name.label("rc_name"), *extra)
+            .join(t.resource_classes, t.resource_classes.c.id == _inv.c.resource_class_id)
+            .where(_inv.c.resource_provider_id == bindparam("provider_id")))
+
+
+# Built once (a call only binds the provider): without and with the row id.
+_ROWS = {False: _rows_query(), True: _rows_query(_inv.c.id.label("inventory_id"))}
+
+
+def _rows(conn: Connection, provider_id: int, *, with_id: bool = False):
+    return conn.execute(_ROWS[with_id], {"provider_id": provider_id}).all()
 
 
 def _from_row(row) -> InventoryRecord:
@@ -180,7 +190,7 @@ def replace_inventories(conn: Connection, provider: Provider | ProviderKey,
     with their timestamps.
     """
     if existing is None:
-        existing = {row.rc_name: row for row in _rows(conn, provider.id, _inv.c.id.label("inventory_id"))}
+        existing = {row.rc_name: row for row in _rows(conn, provider.id, with_id=True)}
     removed = {name: row.resource_class_id for name, row in existing.items() if name not in records}
     busy = in_use_classes(conn, provider.id, removed.values())
     if busy:
@@ -219,7 +229,7 @@ def replace_inventories(conn: Connection, provider: Provider | ProviderKey,
             changed.sort(key=lambda values: values["class_id"])
             conn.execute(_UPDATE_BY_ID, changed)
         if new_rows:
-            conn.execute(_inv.insert(), new_rows)
+            conn.execute(_INSERT, new_rows)
     stock.refresh(conn, [provider.id])
     return stored
 

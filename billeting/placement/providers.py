@@ -108,19 +108,23 @@ def _from_row(row) -> Provider:
     )
 
 
+# Built once, like the statements below: a call only binds values.
+_BY_UUID = _select().where(_rp.c.uuid == bindparam("uuid"))
+_BY_UUIDS = _select().where(_rp.c.uuid.in_(bindparam("uuids", expanding=True)))
+
+
 def get(conn: Connection, uuid: str, *, for_update: bool = False) -> Provider | None:
     if not names.storable(uuid, 36):
         return None
-    query = _select().where(_rp.c.uuid == uuid)
-    row = conn.execute(query).first()
+    row = conn.execute(_BY_UUID, {"uuid": uuid}).first()
     return _from_row(row) if row else None
 
 
 def get_many(conn: Connection, uuids: list[str]) -> dict[str, Provider]:
-    uuids = [u for u in uuids if names.storable(u, 36)]
+    uuids = sorted({u for u in uuids if names.storable(u, 36)})
     if not uuids:
         return {}
-    rows = conn.execute(_select().where(_rp.c.uuid.in_(set(uuids))))
+    rows = conn.execute(_BY_UUIDS, {"uuids": uuids})
     return {p.uuid: p for p in map(_from_row, rows)}
 
 

@@ -64,17 +64,26 @@ _NO_NESTED_LOOPS = func.set_config("enable_nestloop", "off", True).label("nestlo
 _GENERIC_PLANS = func.set_config("plan_cache_mode", "force_generic_plan", True).label("plans")
 
 
+# The statement of ``_flags`` per shape, built once each (a call then binds only).
+_FLAGS: dict[tuple[bool, bool, bool], object] = {}
+
+
 def _flags(conn: Connection, with_sharing: bool, full_scan: bool):
-    columns = [_ANY_TREE, _MIN_ID, _MAX_ID]
-    if with_sharing:
-        columns.append(_ANY_SHARING)
-    if conn.dialect.name == "postgresql":
-        if full_scan:
+    postgresql = conn.dialect.name == "postgresql"
+    # plan_cache_mode exists from PostgreSQL 12 on
+    generic = postgresql and (conn.dialect.server_version_info or (0,)) >= (12,)
+    shape = (with_sharing, postgresql and full_scan, generic)
+    statement = _FLAGS.get(shape)
+    if statement is None:
+        columns = [_ANY_TREE, _MIN_ID, _MAX_ID]
+        if with_sharing:
+            columns.append(_ANY_SHARING)
+        if shape[1]:
             columns.append(_NO_NESTED_LOOPS)
-        # plan_cache_mode exists from PostgreSQL 12 on
-        if (conn.dialect.server_version_info or (0,)) >= (12,):
+        if generic:
             columns.append(_GENERIC_PLANS)
-    return select(*columns)
+        statement = _FLAGS[shape] = select(*columns)
+    return statement
 
 
 def load(conn: Connection, request: CandidateRequest, *, full_scan: bool = True) -> World:

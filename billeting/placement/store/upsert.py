@@ -13,7 +13,7 @@ values) to warnings, so callers must validate values before they get here.
 """
 from __future__ import annotations
 
-from sqlalchemy import Connection, Table, insert, select
+from sqlalchemy import Connection, Table, bindparam, insert, select
 
 
 # (dialect name, table name) → the statement; values are bound per call, so
@@ -57,7 +57,8 @@ def insert_if_absent(conn: Connection, table: Table, values: dict) -> int | None
     return result.scalar()
 
 
-# (dialect name, table name, key column) → the statement of ``insert_all_new``.
+# (dialect name, table name, key column) → the statement of ``insert_all_new``
+# (on MySQL: the read-back of the new ids).
 _RETURNING_KEYS: dict[tuple[str, str, str], object] = {}
 
 
@@ -72,8 +73,11 @@ def insert_all_new(conn: Connection, table: Table, rows: list[dict], key: str) -
         # (our own uncommitted rows, visible to this transaction only).
         if conn.execute(_statement(conn, table), rows).rowcount != len(rows):
             return None
-        found = conn.execute(select(table.c.id, table.c[key])
-                             .where(table.c[key].in_([row[key] for row in rows])))
+        read_back = _RETURNING_KEYS.get((dialect, table.name, key))
+        if read_back is None:
+            read_back = _RETURNING_KEYS[(dialect, table.name, key)] = (
+                select(table.c.id, table.c[key]).where(table.c[key].in_(bindparam("keys", expanding=True))))
+        found = conn.execute(read_back, {"keys": [row[key] for row in rows]})
         return {value: id_ for id_, value in found}
     stmt = _RETURNING_KEYS.get((dialect, table.name, key))
     if stmt is None:
