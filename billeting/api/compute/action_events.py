@@ -49,12 +49,20 @@ _API_DONE = {"confirmResize": "compute_confirm_resize", "revertResize": "compute
              "delete": "api_delete", "stop": "compute_stop_instance", "start": "compute_start_instance",
              "shelve": "compute_shelve_instance", "shelveOffload": "compute_shelve_offload_instance"}
 # Lifecycle actions that finish on the compute, read from the instance record:
-# action → (event, whether the record shows the action still running).
+# action → (event, whether the record shows the action still running, whether
+# it shows the action failed).
 _ON_COMPUTE = {
-    "rebuild": ("compute_rebuild_instance", lambda r: r.task_state is not None
-                and r.task_state.value == "rebuild_spawning"),
-    # (an offloaded server's unshelve is a build on the chosen host)
-    "unshelve": ("compute_unshelve_instance", lambda r: r.vm_state.value in ("building", "shelved_offloaded")),
+    "rebuild": ("compute_rebuild_instance",
+                lambda r, a: r.task_state is not None and r.task_state.value == "rebuild_spawning",
+                lambda r, a: r.vm_state.value == "error"),
+    # An offloaded server's unshelve is a build on the chosen host; one that
+    # failed on every host leaves it offloaded again, idle, written after the
+    # action began (before that write the unshelve had not begun yet).
+    "unshelve": ("compute_unshelve_instance",
+                 lambda r, a: r.vm_state.value == "building" or (
+                     r.vm_state.value == "shelved_offloaded"
+                     and (r.task_state is not None or r.updated_at < a.start_time)),
+                 lambda r, a: r.vm_state.value in ("error", "shelved_offloaded")),
 }
 
 
@@ -136,10 +144,10 @@ def _move(action: InstanceAction, migration: MigrationRecord | None) -> Outcome:
 
 
 def _on_compute(action: InstanceAction, record: InstanceRecord) -> Outcome:
-    name, running = _ON_COMPUTE[action.action]
-    if running(record):
+    name, running, failed_now = _ON_COMPUTE[action.action]
+    if running(record, action):
         return Outcome(None, None, (Event(name, action.start_time, None, None, record.host),))
-    failed = record.vm_state.value == "error"
+    failed = failed_now(record, action)
     end = max(record.launched_at or record.updated_at, record.updated_at) if not failed else record.updated_at
     return Outcome(end, ERROR if failed else None,
                    (Event(name, action.start_time, end, ERROR if failed else SUCCESS, record.host),))

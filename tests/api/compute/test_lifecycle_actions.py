@@ -7,6 +7,8 @@ import msgspec
 import pytest
 
 from billeting.apidb import images
+from billeting.cells import instances as inst
+from billeting.conductor.reschedule import EXHAUSTED
 from tests.api.compute.test_server_actions import SMALL, Moves, _conforms
 from tests.support.wait import wait_for
 
@@ -145,6 +147,43 @@ def test_unshelve_retries_on_an_alternate_of_the_cell(life):
     body = m.settled(uuid, "ACTIVE")
     assert body["OS-EXT-SRV-ATTR:host"] == "host2"
     assert m.held(uuid) == m.on("host2", SMALL) and usages(m, "host1") == {}
+
+
+def _fail_everywhere(m: Moves, rate: float = 1.0) -> None:
+    for driver in m.drivers.values():
+        driver.config = msgspec.structs.replace(driver.config, failure_rate=rate)
+
+
+def test_unshelve_that_fails_on_every_host_goes_back_offloaded(life):
+    """Nova's: a failed unshelve leaves the server SHELVED_OFFLOADED (no host,
+    nothing held) with a fault saying why, to be unshelved again; a plain
+    build that fails the same way still ends in ERROR."""
+    m = life
+    uuid = m.boot()
+    act_ok(m, uuid, {"shelve": None})
+    m.settled(uuid, "SHELVED_OFFLOADED")
+    _fail_everywhere(m)  # the chosen host and both alternates
+    act_ok(m, uuid, {"unshelve": None})
+    wait_for(lambda: (f := inst.latest_fault(m.p.d.cell("cell1").engine, uuid)) is not None
+             and f.message == EXHAUSTED, what="the unshelve's fault")
+    body = m.settled(uuid, "SHELVED_OFFLOADED")
+    assert body["OS-EXT-SRV-ATTR:host"] is None and body["OS-EXT-STS:vm_state"] == "shelved_offloaded"
+    assert m.held(uuid) == {} and all(usages(m, host) == {} for host in m.drivers)
+    fault = inst.latest_fault(m.p.d.cell("cell1").engine, uuid)
+    assert "3 of max_attempts=3" in fault.details and "failure rate" in fault.details
+    unshelve = m.actions(uuid)["unshelve"]
+    assert unshelve["message"] == "Error" and unshelve["events"][0]["result"] == "Error"
+
+    _fail_everywhere(m, 0.0)  # and it can be unshelved again
+    act_ok(m, uuid, {"unshelve": None})
+    host = m.settled(uuid, "ACTIVE")["OS-EXT-SRV-ATTR:host"]
+    assert m.held(uuid) == m.on(host, SMALL)
+    assert m.actions(uuid)["unshelve"]["events"][0]["result"] == "Success"
+
+    _fail_everywhere(m)
+    plain = m.p.boot(flavor="1")
+    body = m.settled(plain, "ERROR")
+    assert body["fault"]["message"] == EXHAUSTED and m.held(plain) == {}
 
 
 def test_unshelve_with_no_room_is_refused_and_stays_offloaded(life):
