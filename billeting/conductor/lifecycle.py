@@ -15,7 +15,9 @@ What Placement holds after each (the instance's uuid is the consumer):
   host; the record then becomes a build on it with the alternates, so a
   failed spawn is retried by the cell conductor as any build is. When every
   host failed, the server is offloaded again (no host, no allocation) with
-  a fault saying why, as in Nova, rather than in ERROR.
+  a fault saying why, as in Nova, rather than in ERROR. A member of a
+  server group is scheduled and claimed under the group's lock, the one
+  its builds take, so two members unshelved at once see each other.
 * rebuild — the same host and the same allocation; with a new image the
   host must still satisfy the traits the image requires (read from
   Placement, on every provider the instance's allocation uses).
@@ -175,7 +177,10 @@ class LifecycleTasks(CellTasks):
                 destination=Destination(host=host, cell=cell.name), domain_constraints=constraints, near=near)
         except (BadHint, Unmodelled) as exc:
             raise MoveRefused(f"No valid host was found. {exc}", status=400) from None
-        return self._select(spec, request, claim=True, no_host=lambda exc: _unshelve_refusal(exc, cell.name))[0]
+        # Under the group's lock until the claim is written, as a member's build.
+        with self._group_held(spec):
+            return self._select(spec, request, claim=True,
+                                no_host=lambda exc: _unshelve_refusal(exc, cell.name))[0]
 
     # --- rebuild -------------------------------------------------------------------------
 
