@@ -118,11 +118,15 @@ def test_without_retry_a_failed_build_goes_to_error_on_the_compute(deployment):
 
 def _offloaded_again(deployment, uuid, *, fault_host=None):
     """An unshelve's build that failed for good: offloaded, nothing held, a fault."""
-    record = settled(deployment, uuid)
+    engine = deployment.cells["cell1"].engine
+    # (it passes through shelving_offloading while its claim is freed)
+    record = wait_for(lambda: (r := inst.get(engine, uuid)).vm_state is not inst.VmState.BUILDING
+                      and r.task_state is not inst.TaskState.SHELVING_OFFLOADING and r,
+                      what=f"instance {uuid} to settle")
     assert (record.vm_state, record.task_state, record.host, record.node, record.selection) == (
         inst.VmState.SHELVED_OFFLOADED, None, None, None, None)
     assert held(deployment, uuid) == {}
-    fault = inst.latest_fault(deployment.cells["cell1"].engine, uuid)
+    fault = inst.latest_fault(engine, uuid)
     assert fault.host == fault_host
     return fault
 
