@@ -177,13 +177,17 @@ def test_unshelve_that_fails_on_every_host_goes_back_offloaded(life):
     unshelve = m.actions(uuid)["unshelve"]
     assert unshelve["message"] == "Error" and unshelve["events"][0]["result"] == "Error"
 
-    _fail_everywhere(m, 0.0)  # and it can be unshelved again
+    _fail_everywhere(m, 0.0)  # it can be unshelved again (host1 failing once more: retried on host2)
+    m.drivers["host1"].config = msgspec.structs.replace(m.drivers["host1"].config, failure_rate=1.0)
     act_ok(m, uuid, {"unshelve": None})
-    host = m.settled(uuid, "ACTIVE")["OS-EXT-SRV-ATTR:host"]
-    assert m.held(uuid) == m.on(host, SMALL)
-    assert m.actions(uuid)["unshelve"]["events"][0]["result"] == "Success"
+    assert m.settled(uuid, "ACTIVE")["OS-EXT-SRV-ATTR:host"] == "host2"
+    assert m.held(uuid) == m.on("host2", SMALL)
+    act_ok(m, uuid, {"shelve": None})  # offloaded again before anyone read how the unshelve ended
+    m.settled(uuid, "SHELVED_OFFLOADED")
+    unshelve = m.actions(uuid)["unshelve"]
+    assert unshelve["message"] is None and unshelve["events"][0]["result"] == "Success"
 
-    _fail_everywhere(m)
+    _fail_everywhere(m)  # a plain build
     plain = m.p.boot(flavor="1")
     body = m.settled(plain, "ERROR")
     assert body["fault"]["message"] == EXHAUSTED and m.held(plain) == {}
