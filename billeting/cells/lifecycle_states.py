@@ -24,10 +24,10 @@ from collections.abc import Callable
 from sqlalchemy import Connection, Engine
 
 from billeting.cells import instances as inst
-from billeting.common.db.tx import run_write
 from billeting.cells import move_states
 from billeting.cells.instances import InstanceRecord, TaskState, VmState
 from billeting.cells.messages import BuildInstance, HostNode, RequestSummary
+from billeting.common.db.tx import run_write
 from billeting.scheduler.nova import Image
 from billeting.scheduler.selection import Selection
 
