@@ -7,7 +7,8 @@ offload, unshelve, rebuild, lock), compare-and-set like ``move_states``.
     shelved ── unshelve ──▶ active (same host)
     shelved_offloaded ── unshelve ──▶ shelved_offloaded/unshelving ── claimed ──▶ building/scheduling
                                        (then the build state machine of ``instances``: alternates,
-                                        the cell conductor's retry, active or error)
+                                        the cell conductor's retry, active; when every host failed,
+                                        ``fail_unshelve``: back to shelved_offloaded with a fault)
     active|stopped|error ── rebuild ──▶ */rebuild_spawning ── compute respawned it ──▶ active|stopped
 
 Who holds an allocation: ``stopped`` and ``shelved`` instances keep theirs
@@ -18,12 +19,15 @@ step that comes after it finds the row elsewhere and undoes its own work.
 """
 from __future__ import annotations
 
-from sqlalchemy import Engine
+from collections.abc import Callable
+
+from sqlalchemy import Connection, Engine
 
 from billeting.cells import instances as inst
 from billeting.cells import move_states
 from billeting.cells.instances import InstanceRecord, TaskState, VmState
 from billeting.cells.messages import BuildInstance, HostNode, RequestSummary
+from billeting.common.db.tx import run_write
 from billeting.scheduler.nova import Image
 from billeting.scheduler.selection import Selection
 
@@ -99,6 +103,34 @@ def hand_to_build(engine: Engine, build: BuildInstance) -> bool:
                                "request": inst._text(build.request),
                                "hosts_tried": inst._text([HostNode(sel.service_host, sel.nodename)]),
                                "last_failure": None})
+
+
+def fail_unshelve(engine: Engine, uuid: str, *, attempt: int, from_states: tuple[TaskState, ...],
+                  fault: inst.Fault, unclaim: Callable[[], object], host: str | None = None) -> bool:
+    """The build of an unshelve failed for good: the server goes back to
+    shelved_offloaded with ``fault`` (Nova's: it can be unshelved again), not
+    ERROR. Like an offload it passes through shelving_offloading while
+    ``unclaim`` frees what it may still hold, so an unshelve that comes next
+    cannot have its own claim deleted by ours. False when the build had moved
+    on (deleted, or taken over by another handler)."""
+    now = inst.utcnow()
+
+    def work(conn: Connection) -> bool:
+        if not inst._cas(conn, uuid, inst._attempt(host, attempt, from_states), {
+                "vm_state": VmState.SHELVED_OFFLOADED, "task_state": TaskState.SHELVING_OFFLOADING,
+                "host": None, "node": None, "compute_node_uuid": None, "selection": None, "alternates": "[]",
+                "last_failure": fault.message, "updated_at": now}):
+            return False
+        inst._add_fault(conn, uuid, fault, now)
+        return True
+
+    if not run_write(engine, work):
+        return False
+    unclaim()
+    # (A delete meanwhile finishes on its own: this then changes nothing.)
+    inst._write_cas(engine, uuid, {"vm_state": VmState.SHELVED_OFFLOADED,
+                                   "task_state": TaskState.SHELVING_OFFLOADING}, {"task_state": None})
+    return True
 
 
 def begin_rebuild(engine: Engine, uuid: str, *, image: Image | None, name: str | None = None) -> bool:

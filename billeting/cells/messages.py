@@ -48,6 +48,9 @@ class RequestSummary(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     # False when retrying is off (max_attempts = 1, or one host/node was
     # forced): a failed build then ends in ERROR instead of a reschedule.
     retry: bool = True
+    # The build unshelves an offloaded server: when it fails for good the
+    # server goes back to shelved_offloaded (to be unshelved again), not ERROR.
+    unshelve: bool = False
 
 
 class InstanceSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

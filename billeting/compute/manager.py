@@ -37,6 +37,7 @@ import msgspec
 
 from billeting.cells import audit as audit_mod
 from billeting.cells import instances as inst
+from billeting.cells import lifecycle_states as states
 from billeting.cells import messages as msgs
 from billeting.cells import services
 from billeting.cells.handoff import build_message
@@ -266,6 +267,12 @@ class ComputeManager:
             return True
         fault = inst.Fault(code=inst.FAULT_CODE, message=f"Build of instance {uuid} failed: {exc}"[:255],
                            details=reason, host=self.host)
+        if build.request.unshelve:  # back to shelved_offloaded, to be unshelved again
+            if states.fail_unshelve(self.engine, uuid, attempt=build.attempt, from_states=(inst.TaskState.SPAWNING,),
+                                    fault=fault, host=self.host, unclaim=lambda: self._unclaim(uuid)):
+                LOG.info("unshelve of %s failed on %s without retry: %s", uuid, self.host, reason)
+                return True
+            return False
         if inst.fail_build(self.engine, uuid, attempt=build.attempt, from_states=(inst.TaskState.SPAWNING,),
                            fault=fault, host=self.host):
             LOG.info("build of %s failed on %s without retry: %s", uuid, self.host, reason)

@@ -4,7 +4,9 @@ deletes instances whose compute is down, and sweeps up after crashes.
 It holds its cell's database, its cell's bus and a Placement client —
 nothing of the API level — so it can never ask the scheduler for a new
 host: when the alternates run out, the build ends in ERROR with the fault
-"Exhausted all hosts available for retrying build failures".
+"Exhausted all hosts available for retrying build failures" (the build of
+an unshelve goes back to SHELVED_OFFLOADED with that fault instead, holding
+nothing, so it can be unshelved again).
 
 Reschedule (``build_instances``, attempt n failed, state ``rescheduling``):
 
@@ -53,6 +55,7 @@ from typing import Literal
 import msgspec
 
 from billeting.cells import instances as inst
+from billeting.cells import lifecycle_states as states
 from billeting.cells import messages as msgs
 from billeting.cells import services
 from billeting.cells.handoff import build_message
@@ -255,11 +258,27 @@ class CellConductor:
     def _exhausted(self, record: inst.InstanceRecord, detail: str, *, refused: int = 0) -> Outcome:
         details = f"{detail}; last failure: {record.last_failure or 'unknown'}"
         fault = inst.Fault(code=inst.FAULT_CODE, message=EXHAUSTED, details=details)
-        if inst.fail_build(self.engine, record.uuid, attempt=record.num_attempts,
-                           from_states=(inst.TaskState.RESCHEDULING,), fault=fault):
-            LOG.warning("instance %s is in ERROR: %s (%s)", record.uuid, EXHAUSTED, details)
+        if self._fail(record, (inst.TaskState.RESCHEDULING,), fault):
+            LOG.warning("instance %s is in %s: %s (%s)", record.uuid,
+                        "SHELVED_OFFLOADED" if record.request.unshelve else "ERROR", EXHAUSTED, details)
             return Outcome(instance_uuid=record.uuid, result="error", attempt=record.num_attempts, refused=refused)
         return Outcome(instance_uuid=record.uuid, result="stale", attempt=record.num_attempts, refused=refused)
+
+    def _fail(self, record: inst.InstanceRecord, from_states: tuple[inst.TaskState, ...], fault: inst.Fault, *,
+              host: str | None = None) -> bool:
+        """End a build for good: ERROR, or for an unshelve shelved_offloaded
+        again (``lifecycle_states.fail_unshelve``), holding nothing either way.
+        ``host``: the attempt on it was lost while it still held its claim."""
+        if record.request.unshelve:
+            return states.fail_unshelve(self.engine, record.uuid, attempt=record.num_attempts,
+                                        from_states=from_states, fault=fault, host=host,
+                                        unclaim=lambda: self._unclaim(record.uuid))
+        if not inst.fail_build(self.engine, record.uuid, attempt=record.num_attempts, from_states=from_states,
+                               fault=fault, host=host):
+            return False
+        if host is not None:
+            self._unclaim(record.uuid)
+        return True
 
     def _unclaim(self, uuid: str) -> bool:
         try:
@@ -278,10 +297,8 @@ class CellConductor:
         if not record.request.retry:
             fault = inst.Fault(code=inst.FAULT_CODE, message=f"Build of instance {record.uuid} failed: {reason}"[:255],
                                details=reason, host=record.host)
-            if inst.fail_build(self.engine, record.uuid, attempt=record.num_attempts, from_states=from_states,
-                               fault=fault, host=record.host):
+            if self._fail(record, from_states, fault, host=record.host):
                 self._count_failure(record)
-                self._unclaim(record.uuid)
                 return Outcome(instance_uuid=record.uuid, result="error", attempt=record.num_attempts)
             return None
         if not inst.begin_reschedule(self.engine, record.uuid, host=record.host or "", attempt=record.num_attempts,

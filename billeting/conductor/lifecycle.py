@@ -13,7 +13,11 @@ What Placement holds after each (the instance's uuid is the consumer):
 * unshelve of an offloaded server — scheduled again like a build, in its
   own cell (a server never changes cells): the scheduler claims the chosen
   host; the record then becomes a build on it with the alternates, so a
-  failed spawn is retried by the cell conductor as any build is.
+  failed spawn is retried by the cell conductor as any build is. When every
+  host failed, the server is offloaded again (no host, no allocation) with
+  a fault saying why, as in Nova, rather than in ERROR. A member of a
+  server group is scheduled and claimed under the group's lock, the one
+  its builds take, so two members unshelved at once see each other.
 * rebuild — the same host and the same allocation; with a new image the
   host must still satisfy the traits the image requires (read from
   Placement, on every provider the instance's allocation uses).
@@ -145,7 +149,8 @@ class LifecycleTasks(CellTasks):
         except BaseException:
             states.abandon(cell.engine, instance_uuid, expect=inst.TaskState.UNSHELVING)
             raise
-        summary = msgspec.structs.replace(record.request, availability_zone=zone)
+        # unshelve=True: a build that fails on every host leaves the server offloaded, not in ERROR.
+        summary = msgspec.structs.replace(record.request, availability_zone=zone, unshelve=True)
         build = states.unshelve_build(record, lines, summary)
         if not states.hand_to_build(cell.engine, build):
             claims.unclaim(self.placement, instance_uuid)
@@ -172,7 +177,10 @@ class LifecycleTasks(CellTasks):
                 destination=Destination(host=host, cell=cell.name), domain_constraints=constraints, near=near)
         except (BadHint, Unmodelled) as exc:
             raise MoveRefused(f"No valid host was found. {exc}", status=400) from None
-        return self._select(spec, request, claim=True, no_host=lambda exc: _unshelve_refusal(exc, cell.name))[0]
+        # Under the group's lock until the claim is written, as a member's build.
+        with self._group_held(spec):
+            return self._select(spec, request, claim=True,
+                                no_host=lambda exc: _unshelve_refusal(exc, cell.name))[0]
 
     # --- rebuild -------------------------------------------------------------------------
 

@@ -9,7 +9,8 @@ build is cast next, with what is left of the list. Alternates on hosts
 named in ``avoid`` (the cell just saw them fail; see ``recent_failures``)
 are tried after all the others, keeping their order. When nothing is left the
 instance goes to ERROR with "Exhausted all hosts available for retrying
-build failures". The walk never asks the scheduler (a cell cannot call up).
+build failures" (an unshelve's build: back to SHELVED_OFFLOADED with that
+fault). The walk never asks the scheduler (a cell cannot call up).
 
 The control plane's cell conductor and the simulator both call this, so
 the designs they compare retry with the same code.

@@ -8,6 +8,7 @@ tests build their own from fakes.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import msgspec
@@ -23,6 +24,10 @@ from billeting.scheduler.selection import Selection
 # The instance's server group as the scheduler needs it (policy and the other
 # members), so a move or an unshelve keeps (anti-)affinity.
 GroupResolver = Callable[[str, ScheduleRequest], ServerGroup | None]
+# Holds a server group's lock (the one its members' builds are decided under)
+# for the ``with`` block: scheduling and claiming inside it, a member cannot
+# decide on a picture another member's decision is about to change.
+GroupLocker = Callable[[str], AbstractContextManager[object]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -36,6 +41,8 @@ class TaskWiring:
     alternates: int = 2
     # None: groups unknown, requests go without one.
     server_groups: GroupResolver | None = None
+    # None: nothing else decides for a group (a test's fakes).
+    group_lock: GroupLocker | None = None
 
 
 class CellTasks:
@@ -49,6 +56,7 @@ class CellTasks:
         self.placement = wiring.placement
         self.alternates = wiring.alternates
         self.server_groups = wiring.server_groups
+        self.group_lock = wiring.group_lock
 
     def _spec(self, record: InstanceRecord) -> StoredRequestSpec:
         """The stored request spec, or one rebuilt from the record (servers made before specs were kept)."""
@@ -58,6 +66,12 @@ class CellTasks:
         return StoredRequestSpec(instance_uuid=record.uuid, project_id=record.project_id, user_id=record.user_id,
                                  flavor=record.flavor, image=record.image,
                                  availability_zone=record.request.availability_zone)
+
+    def _group_held(self, spec: StoredRequestSpec) -> AbstractContextManager[object]:
+        """The spec's server group held for a decision that claims (nothing to hold without one)."""
+        if spec.server_group and self.group_lock is not None:
+            return self.group_lock(spec.server_group)
+        return nullcontext()
 
     def _select(self, spec: StoredRequestSpec, request: ScheduleRequest, *, claim: bool,
                 no_host: Callable[[NoValidHost], str]) -> list[list[Selection]]:

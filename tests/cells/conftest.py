@@ -141,15 +141,17 @@ class Deployment:
         return self.scheduler.select_destinations(request, alternates=alternates)
 
     def boot(self, flavor: Flavor = SMALL, *, alternates: int = 2, retry: bool = True, selections=None,
-             name: str = "vm"):
+             name: str = "vm", unshelve: bool = False):
         """What the super conductor does for one instance: schedule, then hand
-        the build to the chosen host's cell. Returns the instance uuid."""
+        the build to the chosen host's cell (``unshelve``: as an unshelve's
+        build). Returns the instance uuid."""
         line = selections if selections is not None else self.schedule(flavor, alternates=alternates)[0]
         chosen = line[0]
         wiring = self.cells[chosen.cell_uuid]
         spec = InstanceSpec(uuid=chosen.consumer_uuid, name=name, flavor=flavor)
         handoff.start_build(wiring.engine, wiring.bus, instance=spec,
-                            request=RequestSummary(project_id=PROJECT, user_id=USER, retry=retry),
+                            request=RequestSummary(project_id=PROJECT, user_id=USER, retry=retry,
+                                                   unshelve=unshelve),
                             selections=line)
         return chosen.consumer_uuid
 

@@ -116,6 +116,39 @@ def test_without_retry_a_failed_build_goes_to_error_on_the_compute(deployment):
     wait_for(lambda: held(deployment, uuid) == {}, what="the compute to free the allocation after ERROR")
 
 
+def _offloaded_again(deployment, uuid, *, fault_host=None):
+    """An unshelve's build that failed for good: offloaded, nothing held, a fault."""
+    engine = deployment.cells["cell1"].engine
+    # (it passes through shelving_offloading while its claim is freed)
+    record = wait_for(lambda: (r := inst.get(engine, uuid)).vm_state is not inst.VmState.BUILDING
+                      and r.task_state is not inst.TaskState.SHELVING_OFFLOADING and r,
+                      what=f"instance {uuid} to settle")
+    assert (record.vm_state, record.task_state, record.host, record.node, record.selection) == (
+        inst.VmState.SHELVED_OFFLOADED, None, None, None, None)
+    assert held(deployment, uuid) == {}
+    fault = inst.latest_fault(engine, uuid)
+    assert fault.host == fault_host
+    return fault
+
+
+def test_when_every_host_fails_an_unshelve_goes_back_offloaded_with_the_exhausted_fault(deployment):
+    for host, size in (("big", BIG), ("medium", MEDIUM), ("little", LITTLE)):
+        deployment.compute(host, config=FakeConfig(**size, failure_rate=1.0))
+    deployment.conductor()
+    uuid = deployment.boot(unshelve=True)
+    fault = _offloaded_again(deployment, uuid)
+    assert fault.message == EXHAUSTED and "3 of max_attempts=3" in fault.details
+
+
+def test_without_retry_a_failed_unshelve_goes_back_offloaded_on_the_compute(deployment):
+    deployment.compute("big", config=FakeConfig(**BIG, failure_rate=1.0))
+    deployment.compute("medium", config=FakeConfig(**MEDIUM))
+    deployment.conductor()
+    uuid = deployment.boot(retry=False, unshelve=True)
+    fault = _offloaded_again(deployment, uuid, fault_host="big")
+    assert fault.message.startswith(f"Build of instance {uuid} failed")
+
+
 def test_an_aborted_build_is_not_rescheduled(deployment):
     deployment.compute("big", config=FakeConfig(**BIG, failure_rate=1.0, abort_builds=True))
     deployment.compute("medium", config=FakeConfig(**MEDIUM))

@@ -238,6 +238,24 @@ def test_an_interrupted_build_without_retry_ends_in_error_with_a_fault(deploymen
     assert held(deployment, uuid) == {}
 
 
+def test_an_unshelve_cast_to_a_compute_that_is_down_without_retry_goes_back_offloaded(deployment):
+    """The sweep ends the lost attempt as the compute would have: an
+    unshelve's build goes back to SHELVED_OFFLOADED, its claim freed."""
+    three_hosts(deployment)
+    conductor = deployment.conductor(settings=EAGER)
+    line = deployment.schedule()[0]
+    deployment.computes["big"].stop()
+    engine = deployment.cells["cell1"].engine
+    services.set_forced_down(engine, "big", True)
+    uuid = deployment.boot(selections=line, retry=False, unshelve=True)
+    assert held(deployment, uuid) == line[0].allocation_request.as_resources()
+    assert conductor.sweep().failed_attempts == (uuid,)
+    record = inst.get(engine, uuid)
+    assert (record.vm_state, record.task_state, record.host) == (inst.VmState.SHELVED_OFFLOADED, None, None)
+    assert "never took the build" in inst.latest_fault(engine, uuid).details
+    assert held(deployment, uuid) == {}
+
+
 def test_a_build_for_an_instance_the_cell_does_not_know_frees_its_claim(deployment):
     three_hosts(deployment)
     line = deployment.schedule()[0]

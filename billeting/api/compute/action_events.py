@@ -25,7 +25,7 @@ import datetime as dt
 import uuid as uuidlib
 
 from billeting.apidb.instance_actions import InstanceAction
-from billeting.cells.instances import InstanceRecord
+from billeting.cells.instances import Fault, InstanceRecord
 from billeting.cells.moves import MigrationRecord
 
 _NS = uuidlib.UUID("0b7f3c52-51d8-4c8e-9a0e-2f5d6c7b8a91")
@@ -48,14 +48,30 @@ _MOVES = {
 _API_DONE = {"confirmResize": "compute_confirm_resize", "revertResize": "compute_revert_resize",
              "delete": "api_delete", "stop": "compute_stop_instance", "start": "compute_start_instance",
              "shelve": "compute_shelve_instance", "shelveOffload": "compute_shelve_offload_instance"}
-# Lifecycle actions that finish on the compute, read from the instance record:
-# action → (event, whether the record shows the action still running).
+# Lifecycle actions that finish on the compute, read from the instance record
+# (and its latest fault): action → (event, whether they show the action still
+# running, whether they show it failed).
 _ON_COMPUTE = {
-    "rebuild": ("compute_rebuild_instance", lambda r: r.task_state is not None
-                and r.task_state.value == "rebuild_spawning"),
-    # (an offloaded server's unshelve is a build on the chosen host)
-    "unshelve": ("compute_unshelve_instance", lambda r: r.vm_state.value in ("building", "shelved_offloaded")),
+    "rebuild": ("compute_rebuild_instance",
+                lambda r, a, f: r.task_state is not None and r.task_state.value == "rebuild_spawning",
+                lambda r, a, f: r.vm_state.value == "error"),
+    # An offloaded server's unshelve is a build on the chosen host (the API
+    # records the action once the build is handed over).
+    "unshelve": ("compute_unshelve_instance",
+                 lambda r, a, f: r.vm_state.value == "building"
+                 or (r.vm_state.value == "shelved_offloaded" and r.task_state is not None),
+                 lambda r, a, f: r.vm_state.value == "error" or _unshelve_failed(r, a, f)),
 }
+
+
+def _unshelve_failed(record: InstanceRecord, action: InstanceAction, fault: Fault | None) -> bool:
+    """Offloaded again by a failed build: the failure recorded (``last_failure``,
+    which the hand-over cleared) and a fault of this action's time that no
+    launch came after (a server unshelved, then offloaded again, succeeded)."""
+    if record.vm_state.value != "shelved_offloaded" or record.last_failure is None or fault is None:
+        return False
+    at = fault.created_at
+    return at is not None and at >= action.start_time and (record.launched_at is None or at >= record.launched_at)
 
 
 def migration_uuid(request_id: str, instance_uuid: str) -> str:
@@ -65,6 +81,11 @@ def migration_uuid(request_id: str, instance_uuid: str) -> str:
 
 def is_move(action: str) -> bool:
     return action in _MOVES
+
+
+def needs_fault(action: InstanceAction) -> bool:
+    """Whether ``outcome`` needs the instance's latest fault for this action."""
+    return action.action == "unshelve" and action.finish_time is None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,24 +156,25 @@ def _move(action: InstanceAction, migration: MigrationRecord | None) -> Outcome:
     return Outcome(end, ERROR if result == ERROR else None, (conductor, compute))
 
 
-def _on_compute(action: InstanceAction, record: InstanceRecord) -> Outcome:
-    name, running = _ON_COMPUTE[action.action]
-    if running(record):
+def _on_compute(action: InstanceAction, record: InstanceRecord, fault: Fault | None) -> Outcome:
+    name, running, failed_now = _ON_COMPUTE[action.action]
+    if running(record, action, fault):
         return Outcome(None, None, (Event(name, action.start_time, None, None, record.host),))
-    failed = record.vm_state.value == "error"
+    failed = failed_now(record, action, fault)
     end = max(record.launched_at or record.updated_at, record.updated_at) if not failed else record.updated_at
     return Outcome(end, ERROR if failed else None,
                    (Event(name, action.start_time, end, ERROR if failed else SUCCESS, record.host),))
 
 
 def outcome(action: InstanceAction, record: InstanceRecord | None, migration: MigrationRecord | None, *,
-            in_cell0: bool = False) -> Outcome:
+            in_cell0: bool = False, fault: Fault | None = None) -> Outcome:
+    """``fault``: the instance's latest (read only when ``needs_fault``)."""
     if action.action == "create":
         return _create(action, record, in_cell0)
     if action.action in _MOVES:
         return _move(action, migration)
     if action.action in _ON_COMPUTE and action.finish_time is None and record is not None:
-        return _on_compute(action, record)
+        return _on_compute(action, record, fault)
     name = _ON_COMPUTE[action.action][0] if action.action in _ON_COMPUTE else \
         _API_DONE.get(action.action, f"api_{action.action}")
     end = action.finish_time

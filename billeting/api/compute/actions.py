@@ -14,6 +14,7 @@ from billeting.api.compute.flavors import visible as visible_flavor
 from billeting.apidb import instance_actions
 from billeting.apidb.aggregates import utcnow
 from billeting.apidb.cell_mappings import CELL0
+from billeting.cells import instances as inst
 from billeting.cells import moves as migrations
 from billeting.conductor.move_protocols import MoveRefused
 
@@ -221,10 +222,13 @@ class InstanceActions:
         if wanted and engine is not None:
             found_migrations = {m.uuid: m for m in migrations.listing(engine, instance_uuids=[
                 found.mapping.instance_uuid]) if m.uuid in wanted}
+        fault = None
+        if engine is not None and record is not None and any(action_events.needs_fault(a) for a in actions):
+            fault = inst.latest_fault(engine, found.mapping.instance_uuid)
         outcomes = []
         for a in actions:
             migration = found_migrations.get(action_events.migration_uuid(a.request_id, a.instance_uuid))
-            done = action_events.outcome(a, record, migration, in_cell0=found.cell == CELL0)
+            done = action_events.outcome(a, record, migration, in_cell0=found.cell == CELL0, fault=fault)
             if a.finish_time is None and done.final:
                 instance_actions.close(self.deps.api_engine, a.id, finish_time=done.finish_time,
                                        message=done.message)

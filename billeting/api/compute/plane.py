@@ -43,7 +43,8 @@ def _task_wiring(*, cells: CellCatalog, api_engine: Engine, scheduler: Scheduler
             return None
 
     return TaskWiring(cells=cells, specs=SqlRequestSpecs(api_engine), scheduler=scheduler.scheduler,
-                      placement=placement, server_groups=server_group)
+                      placement=placement, server_groups=server_group,
+                      group_lock=lambda uuid: scheduler.group_lock.held(uuid.lower()))
 
 
 def make_move_tasks(wiring: TaskWiring):

@@ -3,10 +3,15 @@ lifecycle tasks → the cell's computes, with what Placement holds for the
 server checked after every step (its allocations, the hosts' usages)."""
 from __future__ import annotations
 
+import threading
+
 import msgspec
 import pytest
 
 from billeting.apidb import images
+from billeting.cells import instances as inst
+from billeting.conductor.move_protocols import MoveRefused
+from billeting.conductor.reschedule import EXHAUSTED
 from tests.api.compute.test_server_actions import SMALL, Moves, _conforms
 from tests.support.wait import wait_for
 
@@ -145,6 +150,103 @@ def test_unshelve_retries_on_an_alternate_of_the_cell(life):
     body = m.settled(uuid, "ACTIVE")
     assert body["OS-EXT-SRV-ATTR:host"] == "host2"
     assert m.held(uuid) == m.on("host2", SMALL) and usages(m, "host1") == {}
+
+
+def _fail_everywhere(m: Moves, rate: float = 1.0) -> None:
+    for driver in m.drivers.values():
+        driver.config = msgspec.structs.replace(driver.config, failure_rate=rate)
+
+
+def test_unshelve_that_fails_on_every_host_goes_back_offloaded(life):
+    """Nova's: a failed unshelve leaves the server SHELVED_OFFLOADED (no host,
+    nothing held) with a fault saying why, to be unshelved again; a plain
+    build that fails the same way still ends in ERROR."""
+    m = life
+    uuid = m.boot()
+    act_ok(m, uuid, {"shelve": None})
+    m.settled(uuid, "SHELVED_OFFLOADED")
+    _fail_everywhere(m)  # the chosen host and both alternates
+    act_ok(m, uuid, {"unshelve": None})
+    wait_for(lambda: (f := inst.latest_fault(m.p.d.cell("cell1").engine, uuid)) is not None
+             and f.message == EXHAUSTED, what="the unshelve's fault")
+    body = m.settled(uuid, "SHELVED_OFFLOADED")
+    assert body["OS-EXT-SRV-ATTR:host"] is None and body["OS-EXT-STS:vm_state"] == "shelved_offloaded"
+    assert m.held(uuid) == {} and all(usages(m, host) == {} for host in m.drivers)
+    fault = inst.latest_fault(m.p.d.cell("cell1").engine, uuid)
+    assert "3 of max_attempts=3" in fault.details and "failure rate" in fault.details
+    unshelve = m.actions(uuid)["unshelve"]
+    assert unshelve["message"] == "Error" and unshelve["events"][0]["result"] == "Error"
+
+    _fail_everywhere(m, 0.0)  # it can be unshelved again (host1 failing once more: retried on host2)
+    m.drivers["host1"].config = msgspec.structs.replace(m.drivers["host1"].config, failure_rate=1.0)
+    act_ok(m, uuid, {"unshelve": None})
+    assert m.settled(uuid, "ACTIVE")["OS-EXT-SRV-ATTR:host"] == "host2"
+    assert m.held(uuid) == m.on("host2", SMALL)
+    act_ok(m, uuid, {"shelve": None})  # offloaded again before anyone read how the unshelve ended
+    m.settled(uuid, "SHELVED_OFFLOADED")
+    unshelve = m.actions(uuid)["unshelve"]
+    assert unshelve["message"] is None and unshelve["events"][0]["result"] == "Success"
+
+    _fail_everywhere(m)  # a plain build
+    plain = m.p.boot(flavor="1")
+    body = m.settled(plain, "ERROR")
+    assert body["fault"]["message"] == EXHAUSTED and m.held(plain) == {}
+
+
+def test_unshelves_of_anti_affinity_members_at_once_take_distinct_hosts(life):
+    """Two members unshelved together on a fleet of two: each decides under
+    the group's lock, after the other's claim, so they never share a host.
+    Without the lock both would decide on the same picture (the barrier
+    below lets each look at the members only once the other has too)."""
+    m = life
+    r = m.p.call("PUT", f"/v2.1/os-services/{_service_id(m, 'host3')}", {"status": "disabled"},
+                 headers={"OpenStack-API-Version": "compute 2.53"})
+    assert r.status_code == 200, r.text
+    r = m.p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "apart", "policy": "anti-affinity"}})
+    assert r.status_code == 200, r.text
+    group = r.json["server_group"]["id"]
+    members = [m.p.boot(name=f"apart-{i}", flavor="1", hints={"group": group}) for i in range(2)]
+    for uuid in members:
+        m.settled(uuid, "ACTIVE")
+        act_ok(m, uuid, {"shelve": None})
+        m.settled(uuid, "SHELVED_OFFLOADED")
+
+    catalog = m.p.plane.scheduler.catalog
+    real_locate = catalog.locate
+    barrier = threading.Barrier(2, timeout=2.0)
+
+    def locate(wanted):
+        found = real_locate(wanted)
+        try:
+            barrier.wait()  # both members looked before either claims (unless one waits on the lock)
+        except threading.BrokenBarrierError:
+            pass
+        return found
+
+    catalog.locate = locate
+    outcomes: dict[str, object] = {}
+
+    def unshelve(uuid: str) -> None:
+        try:
+            m.p.plane.lifecycle.unshelve(uuid)
+            outcomes[uuid] = "ok"
+        except MoveRefused as exc:
+            outcomes[uuid] = exc
+
+    threads = [threading.Thread(target=unshelve, args=(u,)) for u in members]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    del catalog.locate
+    hosts = []
+    for uuid in members:
+        if outcomes[uuid] == "ok":
+            hosts.append(m.settled(uuid, "ACTIVE")["OS-EXT-SRV-ATTR:host"])
+            assert m.held(uuid) == m.on(hosts[-1], SMALL)
+        else:  # refused: still offloaded, holding nothing
+            assert m.settled(uuid, "SHELVED_OFFLOADED") and m.held(uuid) == {}
+    assert hosts and len(set(hosts)) == len(hosts), (hosts, outcomes)
 
 
 def test_unshelve_with_no_room_is_refused_and_stays_offloaded(life):
