@@ -104,13 +104,20 @@ def test_a_build_recorded_but_never_cast_is_cast_again(deployment):
     assert held(deployment, uuid) == line[0].allocation_request.as_resources()
 
 
-def test_a_build_cast_to_a_compute_that_is_down_goes_to_the_next_host(deployment):
+def _scheduled_onto_a_down_big(deployment):
+    """Three hosts, an eager conductor, a line whose chosen host ``big`` has
+    then stopped and been forced down: (conductor, line, cell1's engine)."""
     three_hosts(deployment)
     conductor = deployment.conductor(settings=EAGER)
     line = deployment.schedule()[0]
     deployment.computes["big"].stop()
     engine = deployment.cells["cell1"].engine
     services.set_forced_down(engine, "big", True)
+    return conductor, line, engine
+
+
+def test_a_build_cast_to_a_compute_that_is_down_goes_to_the_next_host(deployment):
+    conductor, line, engine = _scheduled_onto_a_down_big(deployment)
     uuid = deployment.boot(selections=line)
     assert conductor.sweep().failed_attempts == (uuid,)
     record = active(deployment, uuid)
@@ -241,12 +248,7 @@ def test_an_interrupted_build_without_retry_ends_in_error_with_a_fault(deploymen
 def test_an_unshelve_cast_to_a_compute_that_is_down_without_retry_goes_back_offloaded(deployment):
     """The sweep ends the lost attempt as the compute would have: an
     unshelve's build goes back to SHELVED_OFFLOADED, its claim freed."""
-    three_hosts(deployment)
-    conductor = deployment.conductor(settings=EAGER)
-    line = deployment.schedule()[0]
-    deployment.computes["big"].stop()
-    engine = deployment.cells["cell1"].engine
-    services.set_forced_down(engine, "big", True)
+    conductor, line, engine = _scheduled_onto_a_down_big(deployment)
     uuid = deployment.boot(selections=line, retry=False, unshelve=True)
     assert held(deployment, uuid) == line[0].allocation_request.as_resources()
     assert conductor.sweep().failed_attempts == (uuid,)
