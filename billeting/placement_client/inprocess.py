@@ -20,7 +20,7 @@ from billeting.placement import aggregates, allocations, candidates, errors, inv
 from billeting.placement.allocations import ConsumerWrite
 from billeting.placement.api import allocation_candidates as ac_api
 from billeting.placement.api import query as api_query
-from billeting.placement.api.app import make_app
+from billeting.placement.api.app import make_app, status_for
 from billeting.common.http.errors import HTTPProblem
 from billeting.common import gcpause
 from billeting.placement.consumers import Owner
@@ -168,8 +168,7 @@ class InProcessPlacementClient(PlacementClient):
             try:
                 run_write(self.engine, lambda conn: [_create(conn, p) for p in batch])
             except errors.PlacementError as exc:  # as the API would answer it
-                status = 404 if isinstance(exc, errors.NotFound) else 409 if isinstance(exc, errors.Conflict) else 400
-                raise PlacementError(status, exc.detail, exc.code) from None
+                raise PlacementError(status_for(exc), exc.detail, exc.code) from None
 
     def delete_allocations(self, consumer_uuid: str) -> bool:
         try:

@@ -107,7 +107,8 @@ def _render(req: falcon.Request, resp: falcon.Response, status: int, detail: str
         resp.set_header(name, value)
 
 
-def _status_for(exc: domain.PlacementError) -> int:
+def status_for(exc: domain.PlacementError) -> int:
+    """The HTTP status a domain error answers with (the in-process client maps it the same way)."""
     if isinstance(exc, domain.NotFound):
         return 404
     if isinstance(exc, domain.Conflict):
@@ -116,7 +117,7 @@ def _status_for(exc: domain.PlacementError) -> int:
 
 
 def _handle_placement_error(req, resp, exc: domain.PlacementError, params) -> None:
-    _render(req, resp, _status_for(exc), exc.detail, exc.code)
+    _render(req, resp, status_for(exc), exc.detail, exc.code)
 
 
 def _handle_http_problem(req, resp, exc: HTTPProblem, params) -> None:
