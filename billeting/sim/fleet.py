@@ -175,13 +175,10 @@ def build(client: PlacementClient, scenario: Scenario, *, prefix: str = "", prog
     pool_aggs: dict[str, str] = {}           # sharing provider uuid -> its aggregate
     for sp in scenario.fleet.sharing:
         uuid = sim_uuid(prefix, "sharing", sp.name)
-        p = client.create_provider(f"{prefix}{sp.name}", uuid=uuid)
         inv = sharing_inventory(sp)
-        gen = client.put_inventories(p.uuid, p.generation, inv)
-        assert client.put_traits(p.uuid, [SHARING_TRAIT], gen).ok
-        gen = client.get_traits(p.uuid).resource_provider_generation
         agg = sim_uuid(prefix, "aggregate", "sharing", sp.name)
-        assert client.put_aggregates(p.uuid, [agg], gen).ok
+        client.create_providers([NewProvider(uuid=uuid, name=f"{prefix}{sp.name}", inventories=inv,
+                                             traits=frozenset({SHARING_TRAIT}), aggregates=frozenset({agg}))])
         pool_aggs[uuid] = agg
         pools[uuid] = ProviderSpec(uuid, {rc: _effective(i) for rc, i in inv.items()}, frozenset({SHARING_TRAIT}))
         sharing.add(uuid)
