@@ -222,18 +222,8 @@ def register(commands) -> None:
 
 
 def _engine_for(url: str):
-    from sqlalchemy.exc import DBAPIError
-
-    from billeting.common.db.engine import make_engine
-
-    engine = make_engine(url, pool_size=1)
-    try:
-        with engine.connect():
-            pass
-    except DBAPIError as exc:
-        engine.dispose()
-        raise common.CliError(f"cannot connect to cell database {shown(url)}: {common.first_line(exc)}") from None
-    return engine
+    return common.connect_engine(common.DatabaseTarget(url=url, shown=shown(url), embedded=False),
+                                 what="cell database")
 
 
 def cmd_cell_db_upgrade(args: argparse.Namespace) -> int:

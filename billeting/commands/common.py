@@ -163,10 +163,11 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(orig).__name__
 
 
-def connect_engine(target: DatabaseTarget, *, read_only: bool = False) -> Engine:
+def connect_engine(target: DatabaseTarget, *, read_only: bool = False, what: str = "database") -> Engine:
     """An engine for ``target`` that has proven it can connect. ``read_only``:
     SQLite is opened without Billeting's connection settings, which would
-    switch the file to WAL mode (a write)."""
+    switch the file to WAL mode (a write). ``what`` names the database in
+    the error."""
     from sqlalchemy import create_engine
 
     from billeting.common.db.engine import make_engine
@@ -180,7 +181,7 @@ def connect_engine(target: DatabaseTarget, *, read_only: bool = False) -> Engine
             pass
     except DBAPIError as exc:
         engine.dispose()
-        raise CliError(f"cannot connect to database {target.shown}: {first_line(exc)}") from None
+        raise CliError(f"cannot connect to {what} {target.shown}: {first_line(exc)}") from None
     return engine
 
 
