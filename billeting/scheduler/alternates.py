@@ -2,6 +2,13 @@
 alternates from the chosen host's cell (unclaimed: the cell conductor
 claims one only if the build on the chosen host fails).
 
+An alternate is used only after a build failed, so a host whose own last
+builds failed (its record's ``failed_builds``) is the worst alternate there
+is: while BuildFailureWeigher is on, alternates are taken from the hosts
+without failures and fall back on the others only when too few are left.
+(Spread over the whole ranking, the last alternate would land on exactly
+those hosts, which the weigher sinks to the bottom.)
+
 Cost: one pass over the ranked list (ids and cells only) per cell of the
 chosen hosts; only the picks are made into Selections.
 """
@@ -11,12 +18,14 @@ from billeting.scheduler.claiming import Claimed
 from billeting.scheduler.decision import Decision
 from billeting.scheduler.hoststate import HostState
 from billeting.scheduler.selection import Selection
+from billeting.scheduler.weighers import sinks_failed_hosts
 
 
 def selections(claimed: list[Claimed], ranked, dropped: set[str], decision: Decision, alternates: int,
                level: str | None, alternates_from: str, claim: bool = True) -> list[list[Selection]]:
     """Per pick, ``[chosen, alternate, ...]``."""
     version = decision.version
+    demote_failed = sinks_failed_hosts(decision.settings)
     chosen = {c.host.uuid for c in claimed}
     # Alternates depend only on the cell here (same ranking, same chosen
     # and dropped hosts, nothing claimed meanwhile): once per cell, not
@@ -28,7 +37,7 @@ def selections(claimed: list[Claimed], ranked, dropped: set[str], decision: Deci
         picks = by_cell.get(rec.cell_uuid)
         if picks is None:
             picks = by_cell[rec.cell_uuid] = pick(ranked, rec.cell_uuid, chosen, dropped, alternates,
-                                                  alternates_from)
+                                                  alternates_from, demote_failed=demote_failed)
         first = Selection(service_host=rec.service_host, nodename=rec.name, compute_node_uuid=rec.uuid,
                           cell_uuid=rec.cell_uuid, consumer_uuid=c.instance, allocation_request=c.request,
                           allocation_request_version=version, claimed=claim,
@@ -47,13 +56,16 @@ def selections(claimed: list[Claimed], ranked, dropped: set[str], decision: Deci
     return result
 
 
-def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: int, alternates_from: str):
+def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: int, alternates_from: str,
+         *, demote_failed: bool = True):
     """Up to ``wanted`` (ranked host, allocation request) pairs from
     ``cell_uuid``, never a chosen or dropped host, best first.
 
     "next": the hosts ranked right after the chosen. "spread": hosts
     spaced evenly through the ranked hosts of the cell (for 2 of 90, the
-    30th and the 60th), moving on when one has no candidate left."""
+    30th and the 60th), moving on when one has no candidate left.
+    ``demote_failed``: hosts with failed builds on record come after every
+    other host of the cell, whatever their rank."""
     if not wanted or not ranked:
         return []
 
@@ -63,6 +75,9 @@ def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: in
     # Ranks, not ``Ranked`` entries: only the picks are made into entries.
     if alternates_from == "spread":
         pool = ranked.positions_in_cell(cell_uuid, chosen | dropped)
+        failed: list[int] = []
+        if demote_failed:
+            pool, failed = _split_failed(ranked, pool)
         n = len(pool)
         if n > wanted:
             starts = [(i + 1) * n // (wanted + 1) for i in range(wanted)]
@@ -75,10 +90,40 @@ def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: in
                     if candidate is not None:
                         picked.append((ranked[i], candidate))
                         break
-            return picked
-        positions = iter(pool)
+            if len(picked) == wanted or not failed:
+                return picked
+            # Too few hosts without failures had a candidate left.
+            return picked + _first_with_candidates(ranked, iter(failed), wanted - len(picked))
+        positions = iter(pool + failed)
     else:
         positions = (i for i in range(len(ranked)) if eligible(ranked.host(i)))
+        if demote_failed:
+            positions = _failed_last(ranked, positions)
+    return _first_with_candidates(ranked, positions, wanted)
+
+
+def _split_failed(ranked, positions: list[int]) -> tuple[list[int], list[int]]:
+    """``positions`` as (hosts without failed builds, hosts with), each in rank order."""
+    clean, failed = [], []
+    for i in positions:
+        (failed if ranked.host(i).record.failed_builds else clean).append(i)
+    return clean, failed
+
+
+def _failed_last(ranked, positions):
+    """``positions`` in order, those of hosts with failed builds held back to
+    the end (lazily: "next" usually stops after the first few)."""
+    failed = []
+    for i in positions:
+        if ranked.host(i).record.failed_builds:
+            failed.append(i)
+        else:
+            yield i
+    yield from failed
+
+
+def _first_with_candidates(ranked, positions, wanted: int) -> list:
+    """The first hosts at ``positions`` with a candidate left, up to ``wanted``."""
     picked = []
     for i in positions:
         candidate = ranked.host(i).first_candidate()

@@ -149,6 +149,13 @@ class BuildFailureWeigher(Weigher):
         return [-h.record.failed_builds for h in hosts]
 
 
+def sinks_failed_hosts(settings) -> bool:
+    """Whether BuildFailureWeigher is on: then hosts with failed builds on
+    record are also the last alternates, and a sample whose best host has
+    failures is grown (``alternates``, ``core``)."""
+    return settings.multiplier(BuildFailureWeigher.option) > 0
+
+
 class ServerGroupSoftAffinityWeigher(Weigher):
     """soft-affinity: more members in the host's failure domain is better."""
 

@@ -2,6 +2,7 @@
 claim loses, all-or-nothing rollback, alternates, explanations, dry runs."""
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from billeting.placement_client import claims
@@ -295,6 +296,48 @@ def test_alternates_spread_through_the_ranking_or_follow_the_chosen(fleet, make_
     assert [s.nodename for s in nxt] == ["h1", "h2", "h3"]  # h0 holds the first claim now
     with pytest.raises(ValueError, match="alternates_from"):
         make_scheduler(SchedulerSettings(alternates_from="random"))
+
+
+def _with_failures(fleet, names: set[str]):
+    catalog = memory_catalog(fleet)
+    for rec in catalog.all():
+        if rec.name in names:
+            catalog.put(msgspec.structs.replace(rec, failed_builds=1))
+    return catalog
+
+
+def test_alternates_leave_out_hosts_whose_builds_just_failed(fleet, make_scheduler):
+    for i in range(9):
+        fleet.host(f"h{i}", memory_mb=32768 - 1024 * i)
+    catalog = _with_failures(fleet, {"h3", "h6"})
+    # With BuildFailureWeigher off, failures count for nothing: alternates
+    # spread over all eight hosts after h0 are the two that failed.
+    off = SchedulerSettings().with_multipliers(build_failure_weight_multiplier=0.0)
+    blind = make_scheduler(off, catalog=catalog).select_destinations(req(1), alternates=2)[0]
+    assert [s.nodename for s in blind] == ["h0", "h3", "h6"]
+
+
+
+def test_a_short_ranking_spreads_its_alternates_over_hosts_without_failures(fleet, make_scheduler):
+    # What a sampled decision sees: a few hosts of the cell, the one that
+    # just failed sunk to the bottom. Spread over h1..h3, the second
+    # alternate would be h3.
+    for i in range(4):
+        fleet.host(f"h{i}", memory_mb=32768 - 1024 * i)
+    catalog = _with_failures(fleet, {"h3"})
+    line = make_scheduler(catalog=catalog).select_destinations(req(1), alternates=2)[0]
+    assert [s.nodename for s in line] == ["h0", "h1", "h2"]
+
+
+def test_hosts_with_failures_are_alternates_only_when_too_few_others_are_left(fleet, make_scheduler):
+    for i in range(4):
+        fleet.host(f"h{i}", memory_mb=32768 - 1024 * i)
+    catalog = _with_failures(fleet, {"h1", "h2"})
+    for settings in (SchedulerSettings(), SchedulerSettings(alternates_from="next")):
+        line = make_scheduler(settings, catalog=catalog).select_destinations(req(1), alternates=2)[0]
+        chosen = line[0].nodename
+        assert chosen in {"h0", "h3"}
+        assert [s.nodename for s in line[1:]] == [{"h0": "h3", "h3": "h0"}[chosen], "h1"]
 
 
 def _metric(name: str, **labels) -> float:
