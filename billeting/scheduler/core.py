@@ -59,7 +59,6 @@ from billeting.scheduler.pipeline import FilterStep, Pipeline, RankedList
 from billeting.scheduler.request import ScheduleRequest
 from billeting.scheduler.selection import Selection
 from billeting.scheduler.settings import SchedulerSettings
-from billeting.scheduler.weighers import sinks_failed_hosts
 
 LOG = logging.getLogger(__name__)
 
@@ -143,7 +142,6 @@ class Scheduler:
         self.settings = settings or SchedulerSettings()
         self.settings.check()
         self.pipeline = Pipeline(self.settings, rng)
-        self._demotes_failures = sinks_failed_hosts(self.settings)
         # Concurrent callers of one process asking the same query share one
         # candidates answer and one claim transaction (see ``coalesce``).
         self._together: Coalescer[_Asked] | None = (
@@ -373,8 +371,7 @@ class Scheduler:
         ran_out = False
         each = mode == _CLAIM_EACH
         try:
-            for turn in self._turns(hosts, decision, request.instance_uuids, lambda _: request, dropped, each,
-                                    healthy_only=grow and offer.truncated and self._demotes_failures):
+            for turn in self._turns(hosts, decision, request.instance_uuids, lambda _: request, dropped, each):
                 lost += turn.lost
                 steps, ranked, hosts = turn.steps, turn.ranked, turn.pool
                 if turn.won is None:
@@ -486,8 +483,7 @@ class Scheduler:
                 first.request, instance_uuids=tuple(batch[i].request.instance_uuids[0] for i in members))
         decision.version, decision.consumption = version, consumption
         instances = [batch[i].request.instance_uuids[0] for i in members]
-        for turn in self._turns(hosts, decision, instances, lambda k: batch[members[k]].request, set(), False,
-                                healthy_only=offer.truncated and self._demotes_failures):
+        for turn in self._turns(hosts, decision, instances, lambda k: batch[members[k]].request, set(), False):
             i = members[turn.index]
             if turn.won is None:
                 outcomes[i] = _ALONE if offer.truncated else _outcome(
@@ -496,19 +492,12 @@ class Scheduler:
             planned.append(_Planned(i, turn.won, turn.ranked, decision))
 
     def _turns(self, hosts: list[HostState], decision: Decision, instances, request_of, dropped: set[str],
-               claim: bool, *, healthy_only: bool = False) -> Iterator[_Turn]:
+               claim: bool) -> Iterator[_Turn]:
         """The pick-and-claim loop, one turn per instance: rank the hosts on
         the decision's in-memory view, claim down the ranking (or only pick,
         when ``claim`` is false), consume the pick in memory so the next
         turn sees it. ``request_of(k)``: the request the k-th instance
         belongs to (one for a request's instances, one each in a batch).
-
-        ``healthy_only``: a turn whose best host has failed builds on record
-        (BuildFailureWeigher sank every host of the sample that has none, or
-        there were none) takes nothing, so that the caller asks for a larger
-        sample rather than send a build where the last ones failed. Late in
-        a full fleet a host that fails every build is the emptiest there is
-        and fills a sample of the hosts with room.
 
         Cost per turn: the per-instance filters and the weighers over the
         hosts the first turn's once-per-request filters kept, plus one claim
@@ -526,9 +515,6 @@ class Scheduler:
                 # What removed hosts for this instance: the first one's
                 # once-per-request filters, then its own per-instance ones.
                 steps = once + trace
-            if healthy_only and _best_has_failures(ranked, dropped):
-                yield _Turn(index, None, 0, ranked, steps, pool)
-                continue
             won, lost = claiming.claim_down(self.client, ranked, instance, request_of(index), decision, dropped,
                                             claim)
             if won is not None:
@@ -555,15 +541,6 @@ class Scheduler:
         return explain_mod.explain(instances=request.num_instances, hosts_total=len(hosts),
                                    hosts_offered=offered, query=qs, placement=shortfalls, steps=steps,
                                    claims_lost=lost, placed=placed)
-
-
-def _best_has_failures(ranked, dropped: set[str]) -> bool:
-    """Whether the host a claim would go to first has failed builds on record."""
-    for i in range(len(ranked)):
-        host = ranked.host(i)
-        if host.uuid not in dropped:
-            return host.record.failed_builds > 0
-    return False
 
 
 def _alike(batch: list[_Asked]) -> list[list[int]]:

@@ -85,44 +85,6 @@ def test_filters_that_leave_too_few_hosts_grow_the_sample(fleet, make_scheduler,
         assert fleet.usage("h39")["VCPU"] >= 2
 
 
-def _failing(fleet, but: set[str] = frozenset()):
-    catalog = memory_catalog(fleet)
-    for rec in catalog.all():
-        if rec.name not in but:
-            catalog.put(msgspec.structs.replace(rec, failed_builds=1))
-    return catalog
-
-
-def test_a_sample_whose_best_host_just_failed_builds_is_grown(fleet, make_scheduler, counting):
-    # Every host but h39 failed its last build: a small sample's best is
-    # such a host, so a larger one is asked for rather than build there.
-    for i in range(40):
-        fleet.host(f"h{i:02d}")
-    catalog = _failing(fleet, but={"h39"})
-    scheduler = make_scheduler(SchedulerSettings(candidate_sample="2"), client=counting, catalog=catalog)
-    [[chosen]] = scheduler.select_destinations(req())
-    assert chosen.nodename == "h39" and chosen.claimed
-    assert counting.limits[0] == 2 and len(counting.limits) > 1
-    assert sum(fleet.usage(f"h{i:02d}").get("VCPU", 0) for i in range(40)) == 2  # nothing else left claimed
-    # With BuildFailureWeigher off, failures do not grow a sample.
-    counting.limits.clear()
-    blind = SchedulerSettings(candidate_sample="2").with_multipliers(build_failure_weight_multiplier=0.0)
-    make_scheduler(blind, client=counting, catalog=catalog).select_destinations(req())
-    assert counting.limits == [2]
-
-
-def test_when_every_host_has_failures_the_best_of_them_is_still_used(fleet, make_scheduler, counting):
-    for i in range(20):
-        fleet.host(f"h{i:02d}")
-    catalog = _failing(fleet)
-    scheduler = make_scheduler(SchedulerSettings(candidate_sample="2"), client=counting, catalog=catalog)
-    [[chosen, *alternates]] = scheduler.select_destinations(req(), alternates=2)
-    assert chosen.claimed and len(alternates) == 2
-    # 3 (a host and two alternates), then 24: that answer held all 20
-    # hosts, so no larger one is asked for, and the best of them is used.
-    assert counting.limits == [3, 24]
-
-
 def test_no_valid_host_only_after_the_full_answer_and_nothing_left_claimed(fleet, make_scheduler, counting):
     for i in range(20):
         fleet.host(f"h{i:02d}")
