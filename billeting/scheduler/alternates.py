@@ -2,12 +2,14 @@
 alternates from the chosen host's cell (unclaimed: the cell conductor
 claims one only if the build on the chosen host fails).
 
-An alternate is used only after a build failed, so a host whose own last
-builds failed (its record's ``failed_builds``) is the worst alternate there
-is: while BuildFailureWeigher is on, alternates are taken from the hosts
-without failures and fall back on the others only when too few are left.
-(Spread over the whole ranking, the last alternate would land on exactly
-those hosts, which the weigher sinks to the bottom.)
+An alternate is used only after a build failed, so a host that has failed
+its last build and runs nothing (``suspect``: it has not shown it can build
+anything) is the worst alternate there is. While BuildFailureWeigher is on,
+alternates come from the other hosts and fall back on suspects only when too
+few are left. (Spread over a sampled cell's few hosts, the last alternate
+would otherwise land on exactly such a host, which the weigher sinks to the
+bottom.) A host that failed once among instances it runs stays an alternate:
+it is most likely fine, and an alternate's build is what clears its count.
 
 Cost: one pass over the ranked list (ids and cells only) per cell of the
 chosen hosts; only the picks are made into Selections.
@@ -19,6 +21,17 @@ from billeting.scheduler.decision import Decision
 from billeting.scheduler.hoststate import HostState
 from billeting.scheduler.selection import Selection
 from billeting.scheduler.weighers import sinks_failed_hosts
+
+
+def suspect(host: HostState) -> bool:
+    """A host whose last build failed and on which nothing is allocated: it
+    has not shown it can build anything. (A host that failed once among
+    instances it runs is most likely fine; passing it over would leave it
+    sunk by BuildFailureWeigher with no build to clear its count.)"""
+    if not host.record.failed_builds:
+        return False
+    summaries = host.summaries
+    return not any(cap.used for rp in host.tree for cap in summaries[rp].resources.values())
 
 
 def selections(claimed: list[Claimed], ranked, dropped: set[str], decision: Decision, alternates: int,
@@ -64,8 +77,8 @@ def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: in
     "next": the hosts ranked right after the chosen. "spread": hosts
     spaced evenly through the ranked hosts of the cell (for 2 of 90, the
     30th and the 60th), moving on when one has no candidate left.
-    ``demote_failed``: hosts with failed builds on record come after every
-    other host of the cell, whatever their rank."""
+    ``demote_failed``: suspect hosts come after every other host of the
+    cell, whatever their rank."""
     if not wanted or not ranked:
         return []
 
@@ -92,7 +105,7 @@ def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: in
                         break
             if len(picked) == wanted or not failed:
                 return picked
-            # Too few hosts without failures had a candidate left.
+            # Too few hosts that are not suspect had a candidate left.
             return picked + _first_with_candidates(ranked, iter(failed), wanted - len(picked))
         positions = iter(pool + failed)
     else:
@@ -103,19 +116,19 @@ def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: in
 
 
 def _split_failed(ranked, positions: list[int]) -> tuple[list[int], list[int]]:
-    """``positions`` as (hosts without failed builds, hosts with), each in rank order."""
+    """``positions`` as (hosts that are not suspect, suspects), each in rank order."""
     clean, failed = [], []
     for i in positions:
-        (failed if ranked.host(i).record.failed_builds else clean).append(i)
+        (failed if suspect(ranked.host(i)) else clean).append(i)
     return clean, failed
 
 
 def _failed_last(ranked, positions):
-    """``positions`` in order, those of hosts with failed builds held back to
-    the end (lazily: "next" usually stops after the first few)."""
+    """``positions`` in order, those of suspect hosts held back to the end
+    (lazily: "next" usually stops after the first few)."""
     failed = []
     for i in positions:
-        if ranked.host(i).record.failed_builds:
+        if suspect(ranked.host(i)):
             failed.append(i)
         else:
             yield i

@@ -150,9 +150,8 @@ class BuildFailureWeigher(Weigher):
 
 
 def sinks_failed_hosts(settings) -> bool:
-    """Whether BuildFailureWeigher is on: then hosts with failed builds on
-    record are also the last alternates, and a sample whose best host has
-    failures is grown (``alternates``, ``core``)."""
+    """Whether BuildFailureWeigher is on: then the hosts it would sink that
+    run nothing are also the last alternates (``alternates.suspect``)."""
     return settings.multiplier(BuildFailureWeigher.option) > 0
 
 

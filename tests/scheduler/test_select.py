@@ -329,6 +329,21 @@ def test_a_short_ranking_spreads_its_alternates_over_hosts_without_failures(flee
     assert [s.nodename for s in line] == ["h0", "h1", "h2"]
 
 
+def test_a_host_that_failed_once_among_instances_it_runs_stays_an_alternate(fleet, make_scheduler, placement):
+    # It has shown it can build: passed over, BuildFailureWeigher would keep
+    # it sunk with no build left to clear its count.
+    from billeting.placement_client.model import AllocationRequest, ProviderResources
+
+    for i in range(4):
+        fleet.host(f"h{i}", memory_mb=32768 - 2048 * i)
+    assert claims.claim(placement, new_uuids(1)[0], AllocationRequest(
+        {fleet.hosts["h3"]: ProviderResources({"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1})}),
+        project_id="p", user_id="u").ok
+    catalog = _with_failures(fleet, {"h3"})
+    line = make_scheduler(catalog=catalog).select_destinations(req(1), alternates=2)[0]
+    assert [s.nodename for s in line] == ["h0", "h2", "h3"]  # spread over h1..h3, as without failures
+
+
 def test_hosts_with_failures_are_alternates_only_when_too_few_others_are_left(fleet, make_scheduler):
     for i in range(4):
         fleet.host(f"h{i}", memory_mb=32768 - 1024 * i)
