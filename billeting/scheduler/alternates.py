@@ -38,7 +38,7 @@ def selections(claimed: list[Claimed], ranked, dropped: set[str], decision: Deci
                level: str | None, alternates_from: str, claim: bool = True) -> list[list[Selection]]:
     """Per pick, ``[chosen, alternate, ...]``."""
     version = decision.version
-    demote_failed = sinks_failed_hosts(decision.settings)
+    hold_back_suspects = sinks_failed_hosts(decision.settings)
     chosen = {c.host.uuid for c in claimed}
     # Alternates depend only on the cell here (same ranking, same chosen
     # and dropped hosts, nothing claimed meanwhile): once per cell, not
@@ -50,7 +50,7 @@ def selections(claimed: list[Claimed], ranked, dropped: set[str], decision: Deci
         picks = by_cell.get(rec.cell_uuid)
         if picks is None:
             picks = by_cell[rec.cell_uuid] = pick(ranked, rec.cell_uuid, chosen, dropped, alternates,
-                                                  alternates_from, demote_failed=demote_failed)
+                                                  alternates_from, hold_back_suspects=hold_back_suspects)
         first = Selection(service_host=rec.service_host, nodename=rec.name, compute_node_uuid=rec.uuid,
                           cell_uuid=rec.cell_uuid, consumer_uuid=c.instance, allocation_request=c.request,
                           allocation_request_version=version, claimed=claim,
@@ -70,14 +70,14 @@ def selections(claimed: list[Claimed], ranked, dropped: set[str], decision: Deci
 
 
 def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: int, alternates_from: str,
-         *, demote_failed: bool = True):
+         *, hold_back_suspects: bool = True):
     """Up to ``wanted`` (ranked host, allocation request) pairs from
     ``cell_uuid``, never a chosen or dropped host, best first.
 
     "next": the hosts ranked right after the chosen. "spread": hosts
     spaced evenly through the ranked hosts of the cell (for 2 of 90, the
     30th and the 60th), moving on when one has no candidate left.
-    ``demote_failed``: suspect hosts come after every other host of the
+    ``hold_back_suspects``: suspect hosts come after every other host of the
     cell, whatever their rank."""
     if not wanted or not ranked:
         return []
@@ -88,9 +88,9 @@ def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: in
     # Ranks, not ``Ranked`` entries: only the picks are made into entries.
     if alternates_from == "spread":
         pool = ranked.positions_in_cell(cell_uuid, chosen | dropped)
-        failed: list[int] = []
-        if demote_failed:
-            pool, failed = _split_failed(ranked, pool)
+        suspects: list[int] = []
+        if hold_back_suspects:
+            pool, suspects = _split_suspects(ranked, pool)
         n = len(pool)
         if n > wanted:
             starts = [(i + 1) * n // (wanted + 1) for i in range(wanted)]
@@ -103,36 +103,25 @@ def pick(ranked, cell_uuid: str, chosen: set[str], dropped: set[str], wanted: in
                     if candidate is not None:
                         picked.append((ranked[i], candidate))
                         break
-            if len(picked) == wanted or not failed:
+            if len(picked) == wanted or not suspects:
                 return picked
             # Too few hosts that are not suspect had a candidate left.
-            return picked + _first_with_candidates(ranked, iter(failed), wanted - len(picked))
-        positions = iter(pool + failed)
+            return picked + _first_with_candidates(ranked, iter(suspects), wanted - len(picked))
+        positions = iter(pool + suspects)
     else:
         positions = (i for i in range(len(ranked)) if eligible(ranked.host(i)))
-        if demote_failed:
-            positions = _failed_last(ranked, positions)
+        if hold_back_suspects:
+            trusted, suspects = _split_suspects(ranked, positions)
+            positions = iter(trusted + suspects)
     return _first_with_candidates(ranked, positions, wanted)
 
 
-def _split_failed(ranked, positions: list[int]) -> tuple[list[int], list[int]]:
+def _split_suspects(ranked, positions) -> tuple[list[int], list[int]]:
     """``positions`` as (hosts that are not suspect, suspects), each in rank order."""
-    clean, failed = [], []
+    trusted, suspects = [], []
     for i in positions:
-        (failed if suspect(ranked.host(i)) else clean).append(i)
-    return clean, failed
-
-
-def _failed_last(ranked, positions):
-    """``positions`` in order, those of suspect hosts held back to the end
-    (lazily: "next" usually stops after the first few)."""
-    failed = []
-    for i in positions:
-        if suspect(ranked.host(i)):
-            failed.append(i)
-        else:
-            yield i
-    yield from failed
+        (suspects if suspect(ranked.host(i)) else trusted).append(i)
+    return trusted, suspects
 
 
 def _first_with_candidates(ranked, positions, wanted: int) -> list:

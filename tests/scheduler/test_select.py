@@ -306,7 +306,7 @@ def _with_failures(fleet, names: set[str]):
     return catalog
 
 
-def test_alternates_leave_out_hosts_whose_builds_just_failed(fleet, make_scheduler):
+def test_with_the_build_failure_weigher_off_failed_hosts_are_alternates_like_any(fleet, make_scheduler):
     for i in range(9):
         fleet.host(f"h{i}", memory_mb=32768 - 1024 * i)
     catalog = _with_failures(fleet, {"h3", "h6"})
@@ -315,7 +315,6 @@ def test_alternates_leave_out_hosts_whose_builds_just_failed(fleet, make_schedul
     off = SchedulerSettings().with_multipliers(build_failure_weight_multiplier=0.0)
     blind = make_scheduler(off, catalog=catalog).select_destinations(req(1), alternates=2)[0]
     assert [s.nodename for s in blind] == ["h0", "h3", "h6"]
-
 
 
 def test_a_short_ranking_spreads_its_alternates_over_hosts_without_failures(fleet, make_scheduler):
