@@ -61,7 +61,8 @@ def log(msg: str) -> None:
 
 def log_cpu(phase: dict) -> None:
     if "db_rows_per_instance" in phase:
-        log(f"  database rows read per placed instance: {phase['db_rows_per_instance']:.0f}")
+        log(f"  database rows read per placed instance: {phase['db_rows_per_instance']:.0f}, "
+            f"buffer pages touched: {phase['db_pages_per_instance']:.0f}")
     cpu = phase.get("cpu_ms_per_instance")
     if cpu:
         parts = ", ".join(f"{group} {ms:.2f}" for group, ms in cpu.items())
@@ -272,6 +273,12 @@ def _client_worker(args) -> tuple[int, int, float]:
     kind, db, url, limit, seed, seconds, ready = args
     scheduler = make_scheduler(kind, db, url, limit, seed)
     scheduler.select_destinations(request(), alternates=2)  # warm
+    if db.startswith("postgresql"):
+        # The start-up reads (the host catalog: rows for every host) reach
+        # pg_stat_database only when the backend next reports, up to 10 s
+        # after it goes idle: let them land before the phase's first count,
+        # or a run with one client adds its start-up to its instances.
+        time.sleep(STATS_REPORTED_S)
     # Start together once every process is built and warm (on a busy
     # machine that can take well over a fixed delay).
     ready.wait()
@@ -292,10 +299,22 @@ def phase_clients(kind: str, db: str, url: str, limit: int, clients: int, second
                        seconds, db)
 
 
-class RowsRead:
-    """PostgreSQL rows read (``tup_returned + tup_fetched`` of the benchmark's
-    database in ``pg_stat_database``) between ``start`` and ``stop``: the
-    database work of a phase, a count that does not depend on the machine."""
+# A backend reports its counters to pg_stat_database at most once a second
+# while busy and at the latest 10 s after it goes idle.
+STATS_REPORTED_S = 11
+
+
+class DatabaseWork:
+    """What PostgreSQL did for the benchmark's database between ``start`` and
+    ``stop``, from ``pg_stat_database``: rows read (``tup_returned +
+    tup_fetched``) and buffer pages touched (``blks_hit + blks_read``, every
+    page an executor visited, heap and index, cached or not). Both count
+    work, not time: they do not depend on the machine's speed or on how many
+    processes share its cores, so CPU per instance that rises while they stay
+    flat is each unit of work getting dearer, not more work."""
+
+    _QUERY = ("SELECT tup_returned + tup_fetched, blks_hit + blks_read "
+              "FROM pg_stat_database WHERE datname = :n")
 
     def __init__(self, db: str) -> None:
         from sqlalchemy import create_engine
@@ -303,28 +322,27 @@ class RowsRead:
 
         self.name = make_url(db).database
         self.engine = create_engine(db, isolation_level="AUTOCOMMIT", pool_size=1)
-        self.first = self.last = None
+        self.first: tuple[int, int] | None = None
 
-    def _read(self) -> int:
+    def _read(self) -> tuple[int, int]:
         from sqlalchemy import text
 
         with self.engine.connect() as conn:
             conn.execute(text("SELECT pg_stat_clear_snapshot()"))
-            return int(conn.execute(text(
-                "SELECT tup_returned + tup_fetched FROM pg_stat_database WHERE datname = :n"),
-                {"n": self.name}).scalar())
+            rows, pages = conn.execute(text(self._QUERY), {"n": self.name}).one()
+            return int(rows), int(pages)
 
     def start(self) -> None:
         self.first = self._read()
 
-    def stop(self) -> int:
+    def stop(self) -> tuple[int, int]:
+        """(rows read, buffer pages touched) since ``start``."""
         # Backends report their counters at most once a second while busy
         # and at the latest 10 s after going idle: wait for the last reports.
-        # (a backend that went idle reports within 10 s)
-        time.sleep(11)
-        self.last = self._read()
+        time.sleep(STATS_REPORTED_S)
+        rows, pages = self._read()
         self.engine.dispose()
-        return self.last - self.first
+        return rows - self.first[0], pages - self.first[1]
 
 
 def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
@@ -332,9 +350,9 @@ def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
     together at a barrier; each returns (placed, failed, seconds). The CPU
     every process group spent in the middle of the run is measured too
     (``cpu_meter``), and on PostgreSQL the rows the database read from the
-    barrier to the end (``RowsRead``)."""
+    barrier to the end (``DatabaseWork``)."""
     clients = len(args)
-    rows = RowsRead(db) if db.startswith("postgresql") else None
+    rows = DatabaseWork(db) if db.startswith("postgresql") else None
     ctx = mp.get_context("spawn")
     window = cpu_meter.Window(dict(SERVERS), cpu_meter.local(db)) if cpu_meter.available() else None
     with ctx.Manager() as manager, ctx.Pool(clients) as pool:
@@ -360,8 +378,9 @@ def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
     out = {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
            "instances_per_s": placed / elapsed}
     if rows is not None and rows.first is not None:
-        out["db_rows_read"] = rows.stop()
+        out["db_rows_read"], out["db_pages_touched"] = rows.stop()
         out["db_rows_per_instance"] = out["db_rows_read"] / max(placed, 1)
+        out["db_pages_per_instance"] = out["db_pages_touched"] / max(placed, 1)
     measured = cpu_meter.per_instance(window, out["instances_per_s"]) if window is not None else None
     if measured is not None:
         out.update(measured)
