@@ -336,9 +336,8 @@ class DatabaseWork:
         self.first = self._read()
 
     def stop(self) -> tuple[int, int]:
-        """(rows read, buffer pages touched) since ``start``."""
-        # Backends report their counters at most once a second while busy
-        # and at the latest 10 s after going idle: wait for the last reports.
+        """(rows read, buffer pages touched) since ``start``, once the last
+        backends have reported."""
         time.sleep(STATS_REPORTED_S)
         rows, pages = self._read()
         self.engine.dispose()
@@ -349,10 +348,10 @@ def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
     """``worker(*a, ready)`` in one process per ``a`` of ``args``, started
     together at a barrier; each returns (placed, failed, seconds). The CPU
     every process group spent in the middle of the run is measured too
-    (``cpu_meter``), and on PostgreSQL the rows the database read from the
-    barrier to the end (``DatabaseWork``)."""
+    (``cpu_meter``), and on PostgreSQL the rows the database read and the
+    pages it touched from the barrier to the end (``DatabaseWork``)."""
     clients = len(args)
-    rows = DatabaseWork(db) if db.startswith("postgresql") else None
+    work = DatabaseWork(db) if db.startswith("postgresql") else None
     ctx = mp.get_context("spawn")
     window = cpu_meter.Window(dict(SERVERS), cpu_meter.local(db)) if cpu_meter.available() else None
     with ctx.Manager() as manager, ctx.Pool(clients) as pool:
@@ -362,8 +361,8 @@ def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
         def join_barrier():
             try:
                 ready.wait()
-                if rows is not None:
-                    rows.start()
+                if work is not None:
+                    work.start()
                 released.set()
             except Exception:  # noqa: BLE001 - the run failed before starting; nothing to measure
                 pass
@@ -377,8 +376,8 @@ def run_clients(worker, args: list[tuple], seconds: float, db: str) -> dict:
     elapsed = max(r[2] for r in results)
     out = {"clients": clients, "seconds": elapsed, "placed": placed, "failed": sum(r[1] for r in results),
            "instances_per_s": placed / elapsed}
-    if rows is not None and rows.first is not None:
-        out["db_rows_read"], out["db_pages_touched"] = rows.stop()
+    if work is not None and work.first is not None:
+        out["db_rows_read"], out["db_pages_touched"] = work.stop()
         out["db_rows_per_instance"] = out["db_rows_read"] / max(placed, 1)
         out["db_pages_per_instance"] = out["db_pages_touched"] / max(placed, 1)
     measured = cpu_meter.per_instance(window, out["instances_per_s"]) if window is not None else None

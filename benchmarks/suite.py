@@ -348,10 +348,10 @@ def target_scheduler_cpu(opts: argparse.Namespace) -> Table:
             db = pg.create("sched_cpu", template)
             out = scheduler_bench(db, "--hosts", str(opts.hosts), "--client", "inprocess", "--phases", "clients",
                                   "--clients", str(clients), "--seconds", str(opts.seconds))["clients"]
-            ms = out["cpu_ms_per_instance"]["postgresql"]
+            ms, touched = out["cpu_ms_per_instance"]["postgresql"], out["db_pages_per_instance"]
             cpu.runs.append(ms)
-            pages.runs.append(out["db_pages_per_instance"])
-            price.runs.append(1000 * ms / max(out["db_pages_per_instance"], 1e-9))
+            pages.runs.append(touched)
+            price.runs.append(1000 * ms / max(touched, 1e-9))
             control.runs.append(out["cpu_ms_per_instance"]["bench"])
         return run
 
