@@ -36,7 +36,7 @@ from billeting.cells import moves as migrations
 from billeting.cells import services
 from billeting.cells.instances import InstanceRecord, TaskState, VmState
 from billeting.cells.move_messages import ComputeMovesAPI, LiveMigrate, RebuildInstance, ResizeInstance
-from billeting.conductor.move_protocols import CellHandle, MoveAccepted, MoveKind, MoveRefused
+from billeting.conductor.move_protocols import CellHandle, MoveAccepted, MoveKind, MoveRefused, StoredRequestSpec
 from billeting.conductor.wiring import CellTasks, TaskWiring
 from billeting.placement_client import claims
 from billeting.placement_client import moves as alloc
@@ -46,8 +46,6 @@ from billeting.scheduler.errors import NoValidHost
 from billeting.scheduler.nova import BadHint, Flavor, Unmodelled, domain_hints, request_from_nova
 from billeting.scheduler.request import Destination
 from billeting.scheduler.selection import Selection
-
-# (group uuid, the move's request) -> the group without the moving instance, or None.
 
 LOG = logging.getLogger(__name__)
 
@@ -85,8 +83,7 @@ class ConductorMoveTasks(CellTasks):
             migrations.create(cell.engine, uuid=migration_uuid, instance_uuid=instance_uuid,
                               migration_type=kind.value, source_compute=record.host, source_node=record.node,
                               old_flavor=record.flavor, new_flavor=new_flavor)
-            line = self._rank(cell, record, new_flavor, host)
-            chosen = self._try_hosts(line, lambda sel: alloc.swap_to_migration(
+            chosen = self._place(cell, record, new_flavor, host, lambda sel: alloc.swap_to_migration(
                 self.placement, instance_uuid=instance_uuid, migration_uuid=migration_uuid, owner=owner,
                 destination=sel.allocation_request))
         except BaseException:
@@ -174,8 +171,7 @@ class ConductorMoveTasks(CellTasks):
                               migration_type=MoveKind.LIVE_MIGRATION.value, source_compute=record.host,
                               source_node=record.node, status=ACCEPTED, old_flavor=record.flavor,
                               new_flavor=record.flavor)
-            line = self._rank(cell, record, record.flavor, host)
-            chosen = self._try_hosts(line, lambda sel: alloc.swap_to_migration(
+            chosen = self._place(cell, record, record.flavor, host, lambda sel: alloc.swap_to_migration(
                 self.placement, instance_uuid=instance_uuid, migration_uuid=migration_uuid, owner=owner,
                 destination=sel.allocation_request))
         except BaseException:
@@ -220,9 +216,8 @@ class ConductorMoveTasks(CellTasks):
                               migration_type=MoveKind.EVACUATION.value, source_compute=record.host,
                               source_node=record.node, status=ACCEPTED, old_flavor=record.flavor,
                               new_flavor=record.flavor)
-            line = self._rank(cell, record, record.flavor, host)
             # No swap (6.4): the instance holds source + destination until the source comes back.
-            chosen = self._try_hosts(line, lambda sel: alloc.add(
+            chosen = self._place(cell, record, record.flavor, host, lambda sel: alloc.add(
                 self.placement, instance_uuid, sel.allocation_request, owner=owner))
         except BaseException:
             migrations.set_status(cell.engine, migration_uuid, ERROR)
@@ -289,11 +284,21 @@ class ConductorMoveTasks(CellTasks):
             raise MoveRefused(f"Instance {record.uuid} has not been resized.", status=409)
         return found[-1]
 
-    def _rank(self, cell: CellHandle, record: InstanceRecord, flavor: Flavor, host: str | None) -> list[Selection]:
+    def _place(self, cell: CellHandle, record: InstanceRecord, flavor: Flavor, host: str | None,
+               write) -> Selection:
+        """Rank the destinations, then allocate the first one ``write`` can,
+        under the server group's lock (as a member's build decides and
+        claims): two members moved at once then each see where the other
+        went, instead of both choosing the one host free of either."""
+        spec = self._spec(record)
+        with self._group_held(spec):
+            return self._try_hosts(self._rank(cell, record, spec, flavor, host), write)
+
+    def _rank(self, cell: CellHandle, record: InstanceRecord, spec: StoredRequestSpec, flavor: Flavor,
+              host: str | None) -> list[Selection]:
         """The destinations in rank order (nothing claimed), in the instance's
         cell, never its current host. Raises MoveRefused (400) with the
         scheduler's explanation when there is none."""
-        spec = self._spec(record)
         try:
             constraints, near = domain_hints(spec.hints, self.scheduler.directory, exclude=record.uuid)
         except BadHint as exc:  # (checked when the server was made; the topology may have changed since)

@@ -4,6 +4,7 @@ and instance actions (with events) as operators read them."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import falcon.testing
 import jsonschema
@@ -16,6 +17,7 @@ from billeting.compute.fake import FakeConfig
 from billeting.compute.manager import ComputeManager
 from billeting.compute.service import ComputeService
 from billeting.compute.settings import ComputeSettings
+from billeting.conductor.move_protocols import MoveAccepted, MoveRefused
 from tests.api.compute.conftest import ADMIN
 from tests.moves.conftest import GatedDriver
 from tests.support.wait import wait_for
@@ -487,3 +489,67 @@ def test_move_answers_are_the_documents(moves, version):
     assert r.status_code == 204, r.text
     _conforms(r, "/v2.1/servers/{server_id}/action", "post")
     _conforms(m.p.call("GET", "/v2.1/os-migrations", headers=headers), "/v2.1/os-migrations")
+
+
+@pytest.mark.parametrize("move", ["migrate", "live"])
+def test_members_moved_at_once_stay_apart(moves, move):
+    """Two anti-affinity members (host1, host2) moved together: host3 is the
+    one host free of both, so two decisions on the same picture would both
+    choose it. Each move decides and allocates under the group's lock, so
+    the second sees the first on host3 and goes elsewhere or is refused
+    (the barrier lets each look at the members only once the other has
+    too, unless one is waiting on the lock)."""
+    m = moves
+    r = m.p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "apart", "policy": "anti-affinity"}})
+    assert r.status_code == 200, r.text
+    group = r.json["server_group"]["id"]
+    members = [m.p.boot(name=f"apart-{i}", flavor="1", hints={"group": group}) for i in range(2)]
+    for uuid in members:
+        m.settled(uuid, "ACTIVE")
+    assert [m.server(u)["OS-EXT-SRV-ATTR:host"] for u in members] == ["host1", "host2"]
+
+    catalog = m.p.plane.scheduler.catalog
+    real_locate = catalog.locate
+    barrier = threading.Barrier(2, timeout=2.0)
+
+    def locate(wanted):
+        found = real_locate(wanted)
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            pass
+        return found
+
+    catalog.locate = locate
+    outcomes: dict[str, object] = {}
+
+    def move_one(uuid: str) -> None:
+        try:
+            if move == "migrate":
+                outcomes[uuid] = m.p.plane.moves.resize(uuid)
+            else:
+                outcomes[uuid] = m.p.plane.moves.live_migrate(uuid)
+        except MoveRefused as exc:
+            outcomes[uuid] = exc
+
+    threads = [threading.Thread(target=move_one, args=(u,)) for u in members]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    del catalog.locate
+    moved = [o for o in outcomes.values() if isinstance(o, MoveAccepted)]
+    assert moved, outcomes
+    destinations = [o.dest_host for o in moved]
+    assert len(set(destinations)) == len(destinations), outcomes
+    settled = "VERIFY_RESIZE" if move == "migrate" else "ACTIVE"
+    where = {}
+    for uuid in members:
+        if isinstance(outcomes[uuid], MoveAccepted):
+            where[uuid] = m.settled(uuid, settled)["OS-EXT-SRV-ATTR:host"]
+            assert where[uuid] == outcomes[uuid].dest_host
+            assert m.held(uuid) == m.on(where[uuid], SMALL)
+        else:  # refused: still where it was, holding what it held
+            where[uuid] = m.settled(uuid, "ACTIVE")["OS-EXT-SRV-ATTR:host"]
+            assert m.held(uuid) == m.on(where[uuid], SMALL)
+    assert len(set(where.values())) == 2, where
