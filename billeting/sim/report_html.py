@@ -17,12 +17,9 @@ from pathlib import Path
 
 from billeting.sim.figures import extra_attempts
 from billeting.sim.narrative import explain
+from billeting.sim.plot_style import axis, color, label, layout
 from billeting.sim.results import DesignResult, RunResult
 from billeting.sim.table import HOSTS_LEGEND, rows, workload
-
-# One colour per design, in the order of the run, the same in every plot.
-PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
-           "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"]
 
 # The plots, in the order they are laid out (two per row); the ids are
 # stable so tests and readers can find them.
@@ -36,37 +33,8 @@ PLOTS = [
 ]
 
 
-def _color(i: int) -> str:
-    return PALETTE[i % len(PALETTE)]
-
-
-def _label(name: str) -> str:
-    # Plotly draws trace names and categories through its own small HTML
-    # dialect; entities keep a name like "<b>" literal.
-    return html.escape(name, quote=False)
-
-
-def _axis(title: str, **kw) -> dict:
-    # plotly.js takes an axis title as {"text": ...}; a plain string is dropped.
-    # automargin: long design names, drawn slanted, push the title down
-    # instead of running into it.
-    return dict(title=dict(text=title), automargin=True, **kw)
-
-
-def _layout(title: str, **kw) -> dict:
-    # The title is an HTML heading above the plot (see render): inside the
-    # plot it collides with plotly's toolbar on narrow screens.
-    # The legend sits above the plot: below it, slanted design names and
-    # the x axis title ran into it.
-    base = dict(meta=dict(title=title), template="plotly_white", height=390,
-                margin=dict(l=60, r=20, t=56, b=40),
-                legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"), font=dict(size=12))
-    base.update(kw)
-    return base
-
-
 def _fig_builds(run: RunResult) -> dict:
-    names = [_label(d.name) for d in run.designs]
+    names = [label(d.name) for d in run.designs]
     ok = [100 * d.succeeded / d.requested if d.requested else 100.0 for d in run.designs]
     err = [100 * d.errored / d.requested if d.requested else 0.0 for d in run.designs]
     other = [max(0.0, 100 - o - e) for o, e in zip(ok, err)]
@@ -84,16 +52,16 @@ def _fig_builds(run: RunResult) -> dict:
     # Success rates near 100% are what matter: zoom in on the top of the bar.
     lowest = min(ok, default=100.0)
     floor = max(0.0, min(90.0, lowest - 5)) if lowest > 50 else 0.0
-    return dict(data=data, layout=_layout(
+    return dict(data=data, layout=layout(
         PLOTS[0][1], barmode="stack",
-        xaxis=_axis("design"), yaxis=_axis("% of builds", range=[floor, 100.5]),
+        xaxis=axis("design"), yaxis=axis("% of builds", range=[floor, 100.5]),
         annotations=[dict(text=f"axis starts at {floor:.0f}%", showarrow=False, xref="paper",
                           yref="paper", x=0, y=1.06, xanchor="left", font=dict(size=10, color="#666"))]
         if floor else []))
 
 
 def _fig_retries(run: RunResult) -> dict:
-    names = [_label(d.name) for d in run.designs]
+    names = [label(d.name) for d in run.designs]
     extra = [extra_attempts(d) for d in run.designs]
     data = [
         dict(type="bar", name="upcalls to the scheduler", x=names,
@@ -103,8 +71,8 @@ def _fig_retries(run: RunResult) -> dict:
         dict(type="bar", name="retries (build attempts after the first)", x=names, y=extra,
              marker=dict(color="#1f77b4")),
     ]
-    return dict(data=data, layout=_layout(PLOTS[1][1], barmode="group",
-                                           xaxis=_axis("design"), yaxis=_axis("count")))
+    return dict(data=data, layout=layout(PLOTS[1][1], barmode="group",
+                                           xaxis=axis("design"), yaxis=axis("count")))
 
 
 def _fig_box(run: RunResult, key: str, title: str, unit: str, log: bool) -> dict:
@@ -113,19 +81,19 @@ def _fig_box(run: RunResult, key: str, title: str, unit: str, log: bool) -> dict
         dist = d.scheduler_latency_ms if key == "latency" else d.time_to_active_s
         if not dist.sample:
             continue
-        data.append(dict(type="box", name=_label(d.name), y=dist.sample, boxpoints=False,
-                         marker=dict(color=_color(i)), line=dict(color=_color(i)),
+        data.append(dict(type="box", name=label(d.name), y=dist.sample, boxpoints=False,
+                         marker=dict(color=color(i)), line=dict(color=color(i)),
                          hovertemplate=f"%{{y:.2f}} {unit}<extra></extra>"))
         # p99 from the full data, which the sample's whiskers may miss.
-        data.append(dict(type="scatter", mode="markers", x=[_label(d.name)], y=[dist.p99],
-                         marker=dict(symbol="diamond-open", size=11, color=_color(i)),
-                         name=f"p99 {_label(d.name)}", showlegend=False,
+        data.append(dict(type="scatter", mode="markers", x=[label(d.name)], y=[dist.p99],
+                         marker=dict(symbol="diamond-open", size=11, color=color(i)),
+                         name=f"p99 {label(d.name)}", showlegend=False,
                          hovertemplate=f"p99 %{{y:.2f}} {unit}<extra></extra>"))
-    return dict(data=data, layout=_layout(
-        title, showlegend=False, xaxis=_axis("design"),
+    return dict(data=data, layout=layout(
+        title, showlegend=False, xaxis=axis("design"),
         yaxis=_log_axis(unit, [v for d in run.designs for v in (
             d.scheduler_latency_ms.sample if key == "latency" else d.time_to_active_s.sample)])
-        if log else _axis(unit),
+        if log else axis(unit),
         annotations=[dict(text="box: p25-p75, line: median, ◇: p99", showarrow=False,
                           xref="paper", yref="paper", x=0, y=1.06, xanchor="left",
                           font=dict(size=10, color="#666"))]))
@@ -136,13 +104,13 @@ def _log_axis(unit: str, values: list[float]) -> dict:
     print "2" for 20, which reads wrong)."""
     pos = [v for v in values if v > 0]
     if not pos:
-        return _axis(unit, type="log")
+        return axis(unit, type="log")
     lo, hi = min(pos), max(pos)
     ticks, decade = [], 1e-3
     while decade <= hi * 10:
         ticks += [m * decade for m in (1, 2, 5) if lo / 2 <= m * decade <= hi * 2]
         decade *= 10
-    return _axis(unit, type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
+    return axis(unit, type="log", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
 
 
 # Designs that reach the same fill draw the same line: each design also gets
@@ -165,28 +133,28 @@ def _fig_fill(run: RunResult) -> dict:
         if not d.fill:
             continue
         t = [p.t_s / 60 for p in d.fill]
-        style = dict(line=dict(color=_color(i), width=2, dash=DASHES[i % len(DASHES)]),
-                     marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], color=_color(i),
+        style = dict(line=dict(color=color(i), width=2, dash=DASHES[i % len(DASHES)]),
+                     marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], color=color(i),
                                  size=_marker_sizes(len(t), i, len(run.designs))),
                      mode="lines+markers", legendgroup=f"d{i}")
-        data.append(dict(type="scatter", name=_label(d.name), x=t,
+        data.append(dict(type="scatter", name=label(d.name), x=t,
                          y=[100 * p.vcpu_fill for p in d.fill], yaxis="y",
                          hovertemplate="VCPU %{y:.1f}%<extra>%{fullData.name}</extra>", **style))
-        data.append(dict(type="scatter", name=f"{_label(d.name)} memory", x=t,
+        data.append(dict(type="scatter", name=f"{label(d.name)} memory", x=t,
                          y=[100 * p.memory_fill for p in d.fill], yaxis="y2", showlegend=False,
                          hovertemplate="memory %{y:.1f}%<extra>%{fullData.name}</extra>", **style))
     # VCPU above, memory below, on one time axis.
-    return dict(data=data, layout=_layout(
-        PLOTS[4][1], xaxis=_axis("minutes (virtual)", anchor="y2"),
-        yaxis=_axis("VCPU %", range=[0, 100], domain=[0.55, 1]),
-        yaxis2=_axis("memory %", range=[0, 100], domain=[0, 0.45])))
+    return dict(data=data, layout=layout(
+        PLOTS[4][1], xaxis=axis("minutes (virtual)", anchor="y2"),
+        yaxis=axis("VCPU %", range=[0, 100], domain=[0.55, 1]),
+        yaxis2=axis("memory %", range=[0, 100], domain=[0, 0.45])))
 
 
 def _fig_packing(run: RunResult) -> dict:
     ds = [d for d in run.designs if d.packing is not None]
     if not ds:
-        return dict(data=[], layout=_layout(PLOTS[5][1]))
-    names = [_label(d.name) for d in ds]
+        return dict(data=[], layout=layout(PLOTS[5][1]))
+    names = [label(d.name) for d in ds]
 
     def series(attr: str) -> list[int | None]:
         return [getattr(d.packing, attr) for d in ds]
@@ -203,9 +171,9 @@ def _fig_packing(run: RunResult) -> dict:
     top = max((v for attr in ("hosts_in_use", "compaction", "lp_bound")
                for v in series(attr) if v is not None), default=1)
     # Headroom so the numbers above the bars are not cut off.
-    return dict(data=data, layout=_layout(PLOTS[5][1], barmode="group",
-                                           xaxis=_axis("design"),
-                                           yaxis=_axis("hosts", range=[0, top * 1.12])))
+    return dict(data=data, layout=layout(PLOTS[5][1], barmode="group",
+                                           xaxis=axis("design"),
+                                           yaxis=axis("hosts", range=[0, top * 1.12])))
 
 
 def _no_data(fig: dict) -> dict:
@@ -241,11 +209,11 @@ def design_table(names: list[str], table_rows, *, table_id: str = "") -> str:
     """One column per design (topped with its colour), one row per figure;
     ``table_rows``: (label, [(text, best on the row), ...]) pairs."""
     e = html.escape
-    head = "".join(f'<th style="border-top:4px solid {_color(i)}">{e(name)}</th>' for i, name in enumerate(names))
+    head = "".join(f'<th style="border-top:4px solid {color(i)}">{e(name)}</th>' for i, name in enumerate(names))
     body = "".join(
-        f"<tr><th>{e(label)}</th>" + "".join(
+        f"<tr><th>{e(row_label)}</th>" + "".join(
             f'<td class="{"win" if win else ""}">{e(text)}{" ✓" if win else ""}</td>' for text, win in cells)
-        + "</tr>" for label, cells in table_rows)
+        + "</tr>" for row_label, cells in table_rows)
     id_attr = f' id="{e(table_id)}"' if table_id else ""
     return (f'<table class="summary"{id_attr}><thead><tr><th>figure</th>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table>")
@@ -283,7 +251,7 @@ def _details(d: DesignResult, i: int) -> str:
     spread = ", ".join(f"{e(k)} {v:.2f}" for k, v in d.anti_affinity_spread.items())
     stranded = ", ".join(f"{e(k)} {100 * v:.1f}%" for k, v in d.stranded.items())
     solver = _bound_text(d)
-    return (f'<div class="design" style="border-left:5px solid {_color(i)}">'
+    return (f'<div class="design" style="border-left:5px solid {color(i)}">'
             f"<h3>{e(d.name)} <small>{e(d.design)}; {knobs}</small></h3>"
             f"<p>{d.requested:,} instances requested, {d.succeeded:,} ACTIVE, {d.errored:,} ERROR; "
             f"{d.placement_requests:,} Placement requests; run took {d.wall_s:.1f} s.</p>"

@@ -7,7 +7,8 @@ import html
 import os
 from pathlib import Path
 
-from billeting.sim.report_html import _axis, _color, _label, _layout, design_table, page, write_atomic
+from billeting.sim.plot_style import axis, color, label, layout
+from billeting.sim.report_html import design_table, page, write_atomic
 from billeting.sim.seeds import LEGEND, SeedsResult, rows, title
 
 # Figures plotted, with their axis titles.
@@ -26,11 +27,11 @@ def _fig(s: SeedsResult, key: str, ytitle: str) -> dict:
     for i, d in enumerate(s.designs):
         f = next(f for f in d.figures if f.key == key)
         pts = [(seed, v) for seed, v in zip(s.seeds, f.values) if v is not None]
-        data.append(dict(type="box", name=_label(d.name), y=[v for _, v in pts],
+        data.append(dict(type="box", name=label(d.name), y=[v for _, v in pts],
                          text=[f"seed {seed}" for seed, _ in pts], boxpoints="all", pointpos=0,
-                         jitter=0.3, marker=dict(color=_color(i)), line=dict(color=_color(i))))
-    return dict(data=data, layout=_layout(ytitle, showlegend=False, xaxis=_axis("design"),
-                                          yaxis=_axis(ytitle)))
+                         jitter=0.3, marker=dict(color=color(i)), line=dict(color=color(i))))
+    return dict(data=data, layout=layout(ytitle, showlegend=False, xaxis=axis("design"),
+                                          yaxis=axis(ytitle)))
 
 
 def render(s: SeedsResult) -> str:
