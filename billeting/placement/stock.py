@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, Text, bindparam, cast, func, select, update
 
 from billeting.placement.store import tables as t
 
@@ -89,6 +89,37 @@ _CHUNK = 1000  # ids per statement (SQLite's bound parameter limit)
 _WRITE = update(_rp).where(_rp.c.id == bindparam("provider_id")).values(stock=bindparam("text"))
 
 
+def _text_of_rows(dialect: str):
+    """The stock text of the provider row being updated, made by the
+    database from its inventory rows: the list ``encode`` writes, in any
+    order (``decode`` makes a dict). Each double is written with enough
+    digits to read back the same: PostgreSQL and MariaDB/MySQL do so by
+    themselves; SQLite's JSON keeps 15, so there it goes through
+    printf's %!.17g."""
+    i = _inv
+    values = (i.c.resource_class_id, i.c.total, i.c.reserved, i.c.min_unit, i.c.max_unit, i.c.step_size,
+              i.c.allocation_ratio, i.c.used)
+    if dialect == "sqlite":
+        item = func.json(func.printf("[%d,%d,%d,%d,%d,%d,%!.17g,%d]", *values))
+        text = func.json_group_array(item)                       # '[]' without rows
+    elif dialect == "postgresql":
+        text = func.coalesce(cast(func.json_agg(func.json_build_array(*values)), Text), "[]")
+    else:
+        text = func.coalesce(func.json_arrayagg(func.json_array(*values)), "[]")
+    return select(text).where(i.c.resource_provider_id == _rp.c.id).scalar_subquery()
+
+
+_REFRESH: dict[str, object] = {}
+
+
+def _refresh_statement(dialect: str):
+    statement = _REFRESH.get(dialect)
+    if statement is None:
+        statement = _REFRESH[dialect] = (update(_rp).where(_rp.c.id.in_(bindparam("ids", expanding=True)))
+                                         .values(stock=_text_of_rows(dialect)))
+    return statement
+
+
 def lock(conn: Connection, provider_ids: Iterable[int]) -> None:
     """Take the row locks of these providers, in id order (the order the
     generation compare-and-set takes them in).
@@ -123,8 +154,11 @@ def refresh(conn: Connection, provider_ids: Iterable[int], *, locked: Iterable[i
     if not ids:
         return
     lock(conn, set(ids) - set(locked))
-    rows = read(conn, ids)
-    conn.execute(_WRITE, [{"provider_id": i, "text": encode(rows[i].values())} for i in ids])
+    # One statement: the database builds the text from the rows it sees
+    # under the lock, instead of a read here and a write back.
+    statement = _refresh_statement(conn.dialect.name)
+    for at in range(0, len(ids), _CHUNK):
+        conn.execute(statement, {"ids": ids[at:at + _CHUNK]})
 
 
 def out_of_step(conn: Connection) -> list[int]:

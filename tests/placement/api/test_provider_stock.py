@@ -178,3 +178,19 @@ def test_migration_fills_the_stock(client, engine, create_provider):
 def test_encoding_round_trips(ratio):
     items = [stock.Stock(2, 10, 1, 1, 10, 1, ratio, 3), stock.Stock(0, 2**40, 0, 1, 2**31, 7, ratio, 0)]
     assert stock.decode(stock.encode(items)) == {item.resource_class_id: item for item in items}
+
+
+@pytest.mark.parametrize("ratio", [1.1, 0.1 + 0.2, 16.0, 2 / 3])
+def test_the_database_writes_each_ratio_exactly(client, engine, create_provider, ratio):
+    """The text is made by the database (SQLite's JSON alone would keep 15
+    digits: 0.30000000000000004 would read back as 0.3)."""
+    rp = create_provider("host")["uuid"]
+    resp = client.put(f"/resource_providers/{rp}/inventories", mv="1.39", json={
+        "resource_provider_generation": generation_of(client, rp),
+        "inventories": {"VCPU": {"total": 9, "allocation_ratio": ratio}, "MEMORY_MB": {"total": 2**31 - 1}}})
+    assert resp.status == 200, resp
+    assert put_allocations(client, new_uuid(), {rp: {"VCPU": 2}}).status == 204
+    assert_in_step(engine)
+    decoded = {item.total: item for item in stock.decode(texts(engine)[rp]).values()}
+    assert decoded[9].allocation_ratio == ratio and decoded[9].used == 2
+    assert decoded[2**31 - 1].allocation_ratio == 1.0 and decoded[2**31 - 1].used == 0
