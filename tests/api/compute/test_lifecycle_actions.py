@@ -3,7 +3,6 @@ lifecycle tasks → the cell's computes, with what Placement holds for the
 server checked after every step (its allocations, the hosts' usages)."""
 from __future__ import annotations
 
-import threading
 import time
 
 import msgspec
@@ -11,9 +10,8 @@ import pytest
 
 from billeting.apidb import images
 from billeting.cells import instances as inst
-from billeting.conductor.move_protocols import MoveRefused
 from billeting.conductor.reschedule import EXHAUSTED
-from tests.api.compute.test_server_actions import SMALL, Moves, _conforms
+from tests.api.compute.test_server_actions import SMALL, Moves, _conforms, anti_affinity_pair, decided_together
 from tests.support.wait import wait_for
 
 ACTION = "/v2.1/servers/{server_id}/action"
@@ -201,49 +199,22 @@ def test_unshelve_that_fails_on_every_host_goes_back_offloaded(life):
 def test_unshelves_of_anti_affinity_members_at_once_take_distinct_hosts(life):
     """Two members unshelved together on a fleet of two: each decides under
     the group's lock, after the other's claim, so they never share a host.
-    Without the lock both would decide on the same picture (the barrier
-    below lets each look at the members only once the other has too)."""
+    Without the lock both would decide on the same picture (the barrier of
+    decided_together lets each look at the members only once the other has too)."""
     m = life
     r = m.p.call("PUT", f"/v2.1/os-services/{_service_id(m, 'host3')}", {"status": "disabled"},
                  headers={"OpenStack-API-Version": "compute 2.53"})
     assert r.status_code == 200, r.text
-    r = m.p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "apart", "policy": "anti-affinity"}})
-    assert r.status_code == 200, r.text
-    group = r.json["server_group"]["id"]
-    members = [m.p.boot(name=f"apart-{i}", flavor="1", hints={"group": group}) for i in range(2)]
+    members = anti_affinity_pair(m)
     for uuid in members:
-        m.settled(uuid, "ACTIVE")
         act_ok(m, uuid, {"shelve": None})
         m.settled(uuid, "SHELVED_OFFLOADED")
 
-    catalog = m.p.plane.scheduler.catalog
-    real_locate = catalog.locate
-    barrier = threading.Barrier(2, timeout=2.0)
+    def unshelve(uuid: str) -> str:
+        m.p.plane.lifecycle.unshelve(uuid)
+        return "ok"
 
-    def locate(wanted):
-        found = real_locate(wanted)
-        try:
-            barrier.wait()  # both members looked before either claims (unless one waits on the lock)
-        except threading.BrokenBarrierError:
-            pass
-        return found
-
-    catalog.locate = locate
-    outcomes: dict[str, object] = {}
-
-    def unshelve(uuid: str) -> None:
-        try:
-            m.p.plane.lifecycle.unshelve(uuid)
-            outcomes[uuid] = "ok"
-        except MoveRefused as exc:
-            outcomes[uuid] = exc
-
-    threads = [threading.Thread(target=unshelve, args=(u,)) for u in members]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    del catalog.locate
+    outcomes = decided_together(m, members, unshelve)
     hosts = []
     for uuid in members:
         if outcomes[uuid] == "ok":

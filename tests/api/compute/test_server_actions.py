@@ -491,26 +491,26 @@ def test_move_answers_are_the_documents(moves, version):
     _conforms(m.p.call("GET", "/v2.1/os-migrations", headers=headers), "/v2.1/os-migrations")
 
 
-@pytest.mark.parametrize("move", ["migrate", "live"])
-def test_members_moved_at_once_stay_apart(moves, move):
-    """Two anti-affinity members (host1, host2) moved together: host3 is the
-    one host free of both, so two decisions on the same picture would both
-    choose it. Each move decides and allocates under the group's lock, so
-    the second sees the first on host3 and goes elsewhere or is refused
-    (the barrier lets each look at the members only once the other has
-    too, unless one is waiting on the lock)."""
-    m = moves
+def anti_affinity_pair(m: Moves) -> list[str]:
+    """Two ACTIVE members of a new anti-affinity group."""
     r = m.p.call("POST", "/v2.1/os-server-groups", {"server_group": {"name": "apart", "policy": "anti-affinity"}})
     assert r.status_code == 200, r.text
     group = r.json["server_group"]["id"]
     members = [m.p.boot(name=f"apart-{i}", flavor="1", hints={"group": group}) for i in range(2)]
     for uuid in members:
         m.settled(uuid, "ACTIVE")
-    assert [m.server(u)["OS-EXT-SRV-ATTR:host"] for u in members] == ["host1", "host2"]
+    return members
 
+
+def decided_together(m: Moves, members: list[str], act) -> dict[str, object]:
+    """``act(uuid)`` for each member at once, in a thread each; per member,
+    what it returned or the MoveRefused it raised. The scheduler's look at
+    where members are waits at a barrier until both have looked, so two
+    decisions made without the group's lock see the same picture (one that
+    waits on the lock breaks the barrier after 2 s and goes on)."""
     catalog = m.p.plane.scheduler.catalog
     real_locate = catalog.locate
-    barrier = threading.Barrier(2, timeout=2.0)
+    barrier = threading.Barrier(len(members), timeout=2.0)
 
     def locate(wanted):
         found = real_locate(wanted)
@@ -520,24 +520,42 @@ def test_members_moved_at_once_stay_apart(moves, move):
             pass
         return found
 
-    catalog.locate = locate
     outcomes: dict[str, object] = {}
 
-    def move_one(uuid: str) -> None:
+    def one(uuid: str) -> None:
         try:
-            if move == "migrate":
-                outcomes[uuid] = m.p.plane.moves.resize(uuid)
-            else:
-                outcomes[uuid] = m.p.plane.moves.live_migrate(uuid)
+            outcomes[uuid] = act(uuid)
         except MoveRefused as exc:
             outcomes[uuid] = exc
 
-    threads = [threading.Thread(target=move_one, args=(u,)) for u in members]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    del catalog.locate
+    catalog.locate = locate
+    try:
+        threads = [threading.Thread(target=one, args=(u,)) for u in members]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    finally:
+        del catalog.locate
+    return outcomes
+
+
+@pytest.mark.parametrize("move", ["migrate", "live"])
+def test_members_moved_at_once_stay_apart(moves, move):
+    """Two anti-affinity members (host1, host2) moved together: host3 is the
+    one host free of both, so two decisions on the same picture would both
+    choose it. Each move decides and allocates under the group's lock, so
+    the second sees the first on host3 and goes elsewhere or is refused
+    (the barrier lets each look at the members only once the other has
+    too, unless one is waiting on the lock)."""
+    m = moves
+    members = anti_affinity_pair(m)
+    assert [m.server(u)["OS-EXT-SRV-ATTR:host"] for u in members] == ["host1", "host2"]
+
+    def move_one(uuid: str):
+        return m.p.plane.moves.resize(uuid) if move == "migrate" else m.p.plane.moves.live_migrate(uuid)
+
+    outcomes = decided_together(m, members, move_one)
     moved = [o for o in outcomes.values() if isinstance(o, MoveAccepted)]
     assert moved, outcomes
     destinations = [o.dest_host for o in moved]
