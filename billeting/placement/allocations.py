@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, bindparam, func, literal, or_, select, update
 
+from billeting.common.db.keys import ONE, Keyed, arity, match
 from billeting.placement import consumers, errors, names, providers, stock
 from billeting.placement.consumers import Consumer, Owner
 from billeting.placement.store import tables as t
@@ -299,8 +300,9 @@ def _ordered_providers(writes: Sequence[ConsumerWrite]) -> list[str]:
     return list(seen)
 
 
-_HELD = (select(_a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used)
-         .where(_a.c.consumer_id.in_(bindparam("consumer_ids", expanding=True))))
+_HELD = Keyed(lambda consumer_ids: select(_a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id,
+                                          _a.c.used).where(match(_a.c.consumer_id, "consumer_ids", consumer_ids)),
+              "consumer_ids")
 
 
 def _held(conn: Connection, consumer_ids: list[int]) -> dict[int, consumers.Held]:
@@ -308,26 +310,28 @@ def _held(conn: Connection, consumer_ids: list[int]) -> dict[int, consumers.Held
     if not consumer_ids:
         return {}
     held: dict[int, consumers.Held] = {}
-    for consumer_id, provider_id, class_id, used in conn.execute(_HELD, {"consumer_ids": sorted(consumer_ids)}):
+    for consumer_id, provider_id, class_id, used in conn.execute(*_HELD.bind({"consumer_ids": sorted(consumer_ids)})):
         amounts = held.setdefault(consumer_id, {})
         amounts[(provider_id, class_id)] = amounts.get((provider_id, class_id), 0) + int(used)
     return held
 
 
-def _state_query(by_uuid: bool, by_id: bool, with_mine: bool):
-    """The statement of ``_read_state`` for one shape of request (built once)."""
+def _state_query(by_uuid: str | None, by_id: str | None, with_mine: str | None):
+    """The statement of ``_read_state`` for one shape of request (built once):
+    each argument is how its list is matched (``ONE`` or ``MANY`` key),
+    None without one."""
     inv = t.inventories
     clauses = []
     if by_uuid:
-        clauses.append(_rp.c.uuid.in_(bindparam("uuids", expanding=True)))
+        clauses.append(match(_rp.c.uuid, "uuids", by_uuid))
     if by_id:
-        clauses.append(_rp.c.id.in_(bindparam("ids", expanding=True)))
+        clauses.append(match(_rp.c.id, "ids", by_id))
     same_pair = (_a.c.resource_provider_id == inv.c.resource_provider_id,
                  _a.c.resource_class_id == inv.c.resource_class_id)
     total = select(func.coalesce(func.sum(_a.c.used), 0)).where(*same_pair).scalar_subquery()
     if with_mine:
         held = (select(func.coalesce(func.sum(_a.c.used), 0))
-                .where(*same_pair, _a.c.consumer_id.in_(bindparam("mine", expanding=True)))
+                .where(*same_pair, match(_a.c.consumer_id, "mine", with_mine))
                 .scalar_subquery())
     else:
         held = literal(0)
@@ -338,7 +342,7 @@ def _state_query(by_uuid: bool, by_id: bool, with_mine: bool):
             .where(or_(*clauses)))
 
 
-_STATE_QUERIES: dict[tuple[bool, bool, bool], object] = {}
+_STATE_QUERIES: dict[tuple[str | None, str | None, str | None], object] = {}
 
 
 def _read_state(conn: Connection, uuids: list[str], ids: set[int], mine: list[int]):
@@ -351,11 +355,15 @@ def _read_state(conn: Connection, uuids: list[str], ids: set[int], mine: list[in
     """
     if not uuids and not ids:
         return [], {}, {}
-    shape = (bool(uuids), bool(ids), bool(mine))
+    values = {"uuids": uuids, "ids": sorted(ids), "mine": mine}
+    shape = tuple(arity(v) if v else None for v in values.values())
     query = _STATE_QUERIES.get(shape)
     if query is None:
         query = _STATE_QUERIES[shape] = _state_query(*shape)
-    rows = conn.execute(query, {"uuids": uuids, "ids": sorted(ids), "mine": mine})
+    for name, form in zip(values, shape):
+        if form == ONE:
+            values[name] = values[name][0]
+    rows = conn.execute(query, values)
     refs: dict[int, _ProviderRef] = {}
     inventories: dict[tuple[int, int], _Inventory] = {}
     usage: dict[tuple[int, int], _Usage] = {}

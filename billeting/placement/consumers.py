@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, Table, bindparam, literal, select, union_all, update
 
+from billeting.common.db.keys import Keyed, match
 from billeting.placement import errors
 from billeting.placement.providers import utcnow
 from billeting.placement.store import tables as t
@@ -86,6 +87,9 @@ def get_many(conn: Connection, uuids) -> dict[str, Consumer]:
     uuids = set(uuids)
     if not uuids:
         return {}
+    if len(uuids) == 1:  # (a plain statement: an expanding IN is rendered anew each time)
+        found = get(conn, next(iter(uuids)))
+        return {found.uuid: found} if found else {}
     return {c.uuid: c for c in map(_from_row, conn.execute(_BY_UUIDS, {"uuids": sorted(uuids)}))}
 
 
@@ -303,11 +307,11 @@ def bump_generation(conn: Connection, consumer: Consumer) -> int:
     return consumer.generation
 
 
-_DELETE = _c.delete().where(_c.c.id.in_(bindparam("ids", expanding=True)))
+_DELETE = Keyed(lambda ids: _c.delete().where(match(_c.c.id, "ids", ids)), "ids")
 
 
 def delete(conn: Connection, consumer_ids) -> None:
     ids = sorted(set(consumer_ids))
     if ids:
-        conn.execute(_DELETE, {"ids": ids})
+        conn.execute(*_DELETE.bind({"ids": ids}))
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import orjson
 from sqlalchemy import Connection, Text, bindparam, cast, func, select, update
 
+from billeting.common.db.keys import Keyed, match
 from billeting.placement.store import tables as t
 
 _rp, _inv = t.resource_providers, t.inventories
@@ -77,8 +78,8 @@ def decode(text: str) -> dict[int, Stock]:
             for item in orjson.loads(text)}
 
 
-_LOCK = (select(_rp.c.id).where(_rp.c.id.in_(bindparam("ids", expanding=True)))
-         .order_by(_rp.c.id).with_for_update())
+_LOCK = Keyed(lambda ids: select(_rp.c.id).where(match(_rp.c.id, "ids", ids))
+              .order_by(_rp.c.id).with_for_update(), "ids")
 
 _ROWS = (select(_inv.c.resource_provider_id, _inv.c.resource_class_id, _inv.c.total, _inv.c.reserved,
                 _inv.c.min_unit, _inv.c.max_unit, _inv.c.step_size, _inv.c.allocation_ratio, _inv.c.used)
@@ -109,14 +110,15 @@ def _text_of_rows(dialect: str):
     return select(text).where(i.c.resource_provider_id == _rp.c.id).scalar_subquery()
 
 
-_REFRESH: dict[str, object] = {}
+_REFRESH: dict[str, Keyed] = {}
 
 
-def _refresh_statement(dialect: str):
+def _refresh_statement(dialect: str) -> Keyed:
     statement = _REFRESH.get(dialect)
     if statement is None:
-        statement = _REFRESH[dialect] = (update(_rp).where(_rp.c.id.in_(bindparam("ids", expanding=True)))
-                                         .values(stock=_text_of_rows(dialect)))
+        statement = _REFRESH[dialect] = Keyed(
+            lambda ids: update(_rp).where(match(_rp.c.id, "ids", ids)).values(stock=_text_of_rows(dialect)),
+            "ids")
     return statement
 
 
@@ -131,7 +133,7 @@ def lock(conn: Connection, provider_ids: Iterable[int]) -> None:
         return
     ids = sorted(set(provider_ids))
     if ids:
-        conn.execute(_LOCK, {"ids": ids}).all()
+        conn.execute(*_LOCK.bind({"ids": ids})).all()
 
 
 def read(conn: Connection, provider_ids: Iterable[int]) -> dict[int, dict[int, Stock]]:
@@ -158,7 +160,7 @@ def refresh(conn: Connection, provider_ids: Iterable[int], *, locked: Iterable[i
     # under the lock, instead of a read here and a write back.
     statement = _refresh_statement(conn.dialect.name)
     for at in range(0, len(ids), _CHUNK):
-        conn.execute(statement, {"ids": ids[at:at + _CHUNK]})
+        conn.execute(*statement.bind({"ids": ids[at:at + _CHUNK]}))
 
 
 def out_of_step(conn: Connection) -> list[int]:

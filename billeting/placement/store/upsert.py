@@ -13,8 +13,9 @@ values) to warnings, so callers must validate values before they get here.
 """
 from __future__ import annotations
 
-from sqlalchemy import Connection, Table, bindparam, insert, select
+from sqlalchemy import Connection, Table, insert, select
 
+from billeting.common.db.keys import Keyed, match
 
 # (dialect name, table name) → the statement; values are bound per call, so
 # the statement is built (and its SQL compiled) once per process.
@@ -75,9 +76,9 @@ def insert_all_new(conn: Connection, table: Table, rows: list[dict], key: str) -
             return None
         read_back = _RETURNING_KEYS.get((dialect, table.name, key))
         if read_back is None:
-            read_back = _RETURNING_KEYS[(dialect, table.name, key)] = (
-                select(table.c.id, table.c[key]).where(table.c[key].in_(bindparam("keys", expanding=True))))
-        found = conn.execute(read_back, {"keys": [row[key] for row in rows]})
+            read_back = _RETURNING_KEYS[(dialect, table.name, key)] = Keyed(
+                lambda keys: select(table.c.id, table.c[key]).where(match(table.c[key], "keys", keys)), "keys")
+        found = conn.execute(*read_back.bind({"keys": [row[key] for row in rows]}))
         return {value: id_ for id_, value in found}
     stmt = _RETURNING_KEYS.get((dialect, table.name, key))
     if stmt is None:

@@ -91,3 +91,16 @@ def test_get_holding_sums_rows_and_knows_consumers_without_any(client, engine, h
         one, one_held = consumers.get_holding(conn, [held_uuid])
         assert one == {held_uuid: found[held_uuid]} and one_held == {found[held_uuid].id: held[found[held_uuid].id]}
         tx.rollback()
+
+
+def test_one_host_claims_and_releases_send_no_in_lists(client, engine, host):
+    # An expanding IN is rendered anew on every execution; the lists of a
+    # one-host claim hold one key each, matched with a cached "=" instead
+    # (common/db/keys.py).
+    _claim_and_release(client, engine, host)
+    consumer = new_uuid()
+    with watching(engine) as (_, claim):
+        assert put_allocations(client, consumer, {host: {"VCPU": 2, "MEMORY_MB": 512}}).status == 204
+    with watching(engine) as (_, release):
+        assert client.delete(f"/allocations/{consumer}").status == 204
+    assert [s for s in claim + release if " IN (" in s] == []
