@@ -2,10 +2,7 @@
 claims for. The rules around it are ``billeting.scheduler.inflight``'s."""
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Iterable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -13,7 +10,6 @@ from sqlalchemy import Engine, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from billeting.apidb.tables import claims_in_flight as t
-from billeting.common.db.keys import Keyed, match
 
 
 class Busy(Exception):
@@ -32,40 +28,13 @@ class Stale:
     instances: tuple[str, ...]
 
 
-# Built once: every scheduling request writes and removes its rows, and a
-# statement built per call costs more than SQLite's own work for it.
-_INSERT = insert(t)
-_FORGET = Keyed(lambda ids: delete(t).where(match(t.c.request_id, "ids", ids)), "ids")
-
-_SQLITE_WRITERS: weakref.WeakKeyDictionary[Engine, threading.Lock] = weakref.WeakKeyDictionary()
-_GUARD = threading.Lock()
-
-
-def _writer(engine: Engine):
-    """What a write here holds around its transaction.
-
-    SQLite runs one writer at a time, and a writer that finds the file
-    locked sleeps in SQLite's busy handler, in steps of milliseconds; every
-    scheduling request writes here twice, from a dozen threads of each
-    scheduler process. Those threads queue on a lock of their process
-    instead, which hands over at once (other processes still meet at the
-    file's lock). Other databases lock rows, not the database: nothing."""
-    if engine.dialect.name != "sqlite":
-        return nullcontext()
-    lock = _SQLITE_WRITERS.get(engine)
-    if lock is None:
-        with _GUARD:
-            lock = _SQLITE_WRITERS.setdefault(engine, threading.Lock())
-    return lock
-
-
 def record(engine: Engine, request_id: str, instances: Iterable[str], owner: str, now: datetime) -> None:
     """One row per instance, all or none; Busy when one is in flight already."""
     rows = [{"instance_uuid": i, "request_id": request_id, "owner": owner, "created_at": now, "renewed_at": now}
             for i in instances]
     try:
-        with _writer(engine), engine.begin() as conn:
-            conn.execute(_INSERT, rows)
+        with engine.begin() as conn:
+            conn.execute(insert(t), rows)
     except IntegrityError:
         with engine.connect() as conn:
             taken = conn.execute(select(t.c.instance_uuid).where(
@@ -78,14 +47,14 @@ def forget(engine: Engine, request_ids: Iterable[str]) -> int:
     ids = list(request_ids)
     if not ids:
         return 0
-    with _writer(engine), engine.begin() as conn:
-        return conn.execute(*_FORGET.bind({"ids": ids})).rowcount
+    with engine.begin() as conn:
+        return conn.execute(delete(t).where(t.c.request_id.in_(ids))).rowcount
 
 
 def renew(engine: Engine, request_ids: Iterable[str], now: datetime) -> None:
     ids = list(request_ids)
     if ids:
-        with _writer(engine), engine.begin() as conn:
+        with engine.begin() as conn:
             conn.execute(update(t).where(t.c.request_id.in_(ids)).values(renewed_at=now))
 
 
@@ -107,7 +76,7 @@ def take_over(engine: Engine, old: Stale, new_request_id: str, owner: str, befor
     """Make a stale request's rows the caller's (renewed now), so no other
     sweeper handles them meanwhile and they come back if the caller dies;
     their instances (none when another process got there first)."""
-    with _writer(engine), engine.begin() as conn:
+    with engine.begin() as conn:
         conn.execute(update(t).where(t.c.request_id == old.request_id, t.c.renewed_at < before)
                      .values(request_id=new_request_id, owner=owner, renewed_at=now))
         return tuple(conn.execute(select(t.c.instance_uuid).where(t.c.request_id == new_request_id)

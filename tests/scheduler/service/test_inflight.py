@@ -227,35 +227,3 @@ def test_claims_whose_answer_the_client_left_before_are_released(engine, setting
     finally:
         client.go.set()
         server.stop()
-
-
-def test_sixteen_threads_record_and_forget_at_once(apidb):
-    # Every request writes and removes its rows; on SQLite a process's
-    # threads queue on one lock for it (apidb/claims_in_flight._writer)
-    # instead of sleeping in SQLite's busy handler. None may fail or leave
-    # a row, and an instance recorded twice is still refused.
-    from billeting.apidb import claims_in_flight as records
-
-    errors: list[BaseException] = []
-    start = threading.Barrier(16)
-
-    def worker(n: int) -> None:
-        try:
-            start.wait()
-            for i in range(25):
-                request_id = new_uuid()
-                records.record(apidb, request_id, [new_uuid()], f"t:{n}", _now())
-                assert records.forget(apidb, [request_id]) == 1
-        except BaseException as exc:  # (reported below, with the thread's error)
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == [] and _records(apidb) == {}
-    instance = new_uuid()
-    records.record(apidb, new_uuid(), [instance], "t:a", _now())
-    with pytest.raises(records.Busy):
-        records.record(apidb, new_uuid(), [instance], "t:b", _now())
