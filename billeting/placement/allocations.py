@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, bindparam, func, literal, or_, select, update
 
-from billeting.common.db.keys import ONE, Keyed, arity, match
+from billeting.common.db.keys import Keyed, match
 from billeting.placement import consumers, errors, names, providers, stock
 from billeting.placement.consumers import Consumer, Owner
 from billeting.placement.store import tables as t
@@ -342,7 +342,8 @@ def _state_query(by_uuid: str | None, by_id: str | None, with_mine: str | None):
             .where(or_(*clauses)))
 
 
-_STATE_QUERIES: dict[tuple[str | None, str | None, str | None], object] = {}
+# By which of the three lists a call has: its statement, per arity of each.
+_STATE_QUERIES: dict[tuple[bool, bool, bool], Keyed] = {}
 
 
 def _read_state(conn: Connection, uuids: list[str], ids: set[int], mine: list[int]):
@@ -355,15 +356,13 @@ def _read_state(conn: Connection, uuids: list[str], ids: set[int], mine: list[in
     """
     if not uuids and not ids:
         return [], {}, {}
-    values = {"uuids": uuids, "ids": sorted(ids), "mine": mine}
-    shape = tuple(arity(v) if v else None for v in values.values())
+    values = {name: keys for name, keys in (("uuids", uuids), ("ids", sorted(ids)), ("mine", mine)) if keys}
+    shape = (bool(uuids), bool(ids), bool(mine))
     query = _STATE_QUERIES.get(shape)
     if query is None:
-        query = _STATE_QUERIES[shape] = _state_query(*shape)
-    for name, form in zip(values, shape):
-        if form == ONE:
-            values[name] = values[name][0]
-    rows = conn.execute(query, values)
+        query = _STATE_QUERIES[shape] = Keyed(
+            lambda uuids=None, ids=None, mine=None: _state_query(uuids, ids, mine), *values)
+    rows = conn.execute(*query.bind(values))
     refs: dict[int, _ProviderRef] = {}
     inventories: dict[tuple[int, int], _Inventory] = {}
     usage: dict[tuple[int, int], _Usage] = {}

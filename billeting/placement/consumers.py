@@ -75,7 +75,7 @@ def _from_row(row) -> Consumer:
 # Built once: SQLAlchemy then reuses their cache keys and compiled SQL, and a
 # call only binds values.
 _BY_UUID = _select().where(_c.c.uuid == bindparam("uuid"))
-_BY_UUIDS = _select().where(_c.c.uuid.in_(bindparam("uuids", expanding=True)))
+_BY_UUIDS = Keyed(lambda uuids: _select().where(match(_c.c.uuid, "uuids", uuids)), "uuids")
 
 
 def get(conn: Connection, uuid: str) -> Consumer | None:
@@ -87,10 +87,7 @@ def get_many(conn: Connection, uuids) -> dict[str, Consumer]:
     uuids = set(uuids)
     if not uuids:
         return {}
-    if len(uuids) == 1:  # (a plain statement: an expanding IN is rendered anew each time)
-        found = get(conn, next(iter(uuids)))
-        return {found.uuid: found} if found else {}
-    return {c.uuid: c for c in map(_from_row, conn.execute(_BY_UUIDS, {"uuids": sorted(uuids)}))}
+    return {c.uuid: c for c in map(_from_row, conn.execute(*_BY_UUIDS.bind({"uuids": sorted(uuids)})))}
 
 
 # What a consumer holds, by (provider id, class id): the amounts its allocation rows sum to.
